@@ -1,0 +1,191 @@
+package events
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Revision is an etcd revision. Every committed change to an API object has
+// one; it is also the object's resourceVersion and the event's Nats-Msg-Id.
+type Revision int64
+
+// String renders the revision the way resourceVersion carries it.
+func (r Revision) String() string { return strconv.FormatInt(int64(r), 10) }
+
+// ParseRevision parses a resourceVersion. The empty string is revision 0.
+func ParseRevision(s string) (Revision, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, ErrBadRevision
+	}
+	return Revision(n), nil
+}
+
+// Type is the kind of change an event records.
+type Type string
+
+// The three kinds of change, spelled as Kubernetes watch events spell them.
+const (
+	Added    Type = "ADDED"
+	Modified Type = "MODIFIED"
+	Deleted  Type = "DELETED"
+)
+
+// Actor is the authenticated user who made a change.
+type Actor struct {
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// WriteMeta is what the apiserver knows about a write besides the object. It
+// is committed in the same etcd transaction as the object (under MetaKey), so
+// the publisher can rebuild the full event from etcd alone after any crash.
+type WriteMeta struct {
+	// ID is the event id (a ULID) chosen by the apiserver before the write.
+	ID string `json:"id"`
+	// Verb is the API verb that caused the change: create, update, patch,
+	// delete, deletecollection (and the subresource, e.g. "update status").
+	Verb          string    `json:"verb"`
+	Actor         Actor     `json:"actor"`
+	AuditID       string    `json:"auditID,omitempty"`
+	CausationID   string    `json:"causationID,omitempty"`
+	CorrelationID string    `json:"correlationID,omitempty"`
+	SourceIP      string    `json:"sourceIP,omitempty"`
+	UserAgent     string    `json:"userAgent,omitempty"`
+	Time          time.Time `json:"time"`
+	// Key is the etcd key of the object this transaction changes.
+	Key string `json:"key"`
+}
+
+// Event is one committed change to one API object, as published on the log.
+// The JSON form is the envelope documented in doc.go.
+type Event struct {
+	ID       string   `json:"id"`
+	Revision Revision `json:"revision"`
+	Type     Type     `json:"type"`
+
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Resource  string `json:"resource"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+	// NodeName is spec.nodeName for pods, empty otherwise; it is part of the
+	// subject so a kubelet can filter on its own node.
+	NodeName string `json:"nodeName,omitempty"`
+
+	// Object is the full object after the change (its last state for a
+	// delete), with metadata.resourceVersion set to Revision.
+	Object json.RawMessage `json:"object"`
+
+	Verb          string    `json:"verb,omitempty"`
+	Actor         Actor     `json:"actor"`
+	AuditID       string    `json:"auditID,omitempty"`
+	CausationID   string    `json:"causationID,omitempty"`
+	CorrelationID string    `json:"correlationID,omitempty"`
+	SourceIP      string    `json:"sourceIP,omitempty"`
+	Time          time.Time `json:"time"`
+}
+
+// Stream and subject names. See doc.go for the scheme.
+const (
+	// Stream holds every change except Lease heartbeats.
+	Stream = "CAIRN"
+	// LeaseStream holds coordination.k8s.io Lease changes, latest per lease.
+	LeaseStream = "CAIRN_LEASES"
+
+	SubjectPrefix      = "cairn.ev"
+	LeaseSubjectPrefix = "cairn.lease"
+
+	// MetaKey is the etcd key every apiserver transaction also writes its
+	// WriteMeta to, so the metadata carries the same revision as the change.
+	MetaKey = "/cairn/txmeta"
+	// RegistryPrefix is where API objects live in etcd.
+	RegistryPrefix = "/registry/"
+
+	// Request headers a writer sets to link its write to what caused it.
+	HeaderCausationID   = "X-Cairn-Causation-Id"
+	HeaderCorrelationID = "X-Cairn-Correlation-Id"
+	// HeaderEventID is set on write responses: the id of the event the
+	// write produced.
+	HeaderEventID = "X-Cairn-Event-Id"
+
+	// NATS message headers on every published event.
+	MsgHeaderRevision = "Cairn-Revision"
+	MsgHeaderType     = "Cairn-Type"
+)
+
+// Empty stands for an empty token (core group, cluster-scoped namespace, pod
+// not yet bound) in a subject.
+const Empty = "_"
+
+// Token escapes a value for use as one subject token: dots (legal in
+// Kubernetes names and groups) become '~', the empty string becomes "_".
+func Token(s string) string {
+	if s == "" {
+		return Empty
+	}
+	return strings.ReplaceAll(s, ".", "~")
+}
+
+// Untoken reverses Token.
+func Untoken(t string) string {
+	if t == Empty {
+		return ""
+	}
+	return strings.ReplaceAll(t, "~", ".")
+}
+
+// GroupToken is the subject token of an API group ("core" for the legacy
+// group).
+func GroupToken(group string) string {
+	if group == "" {
+		return "core"
+	}
+	return Token(group)
+}
+
+// IsLease reports whether a group/resource goes to the lease stream.
+func IsLease(group, resource string) bool {
+	return group == "coordination.k8s.io" && resource == "leases"
+}
+
+// Subject is the subject an event is published on:
+//
+//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>
+//
+// (cairn.lease.… for leases).
+func (e *Event) Subject() string {
+	prefix := SubjectPrefix
+	if IsLease(e.Group, e.Resource) {
+		prefix = LeaseSubjectPrefix
+	}
+	return prefix + "." + GroupToken(e.Group) + "." + e.Resource + "." + Token(e.NodeName) + "." + Token(e.Namespace) + "." + Token(e.Name)
+}
+
+// Filter builds a subject filter; empty arguments become wildcards.
+// Filter("", "pods", "node-1", "", "") is what a kubelet subscribes to.
+// group is the API group name ("" or "core" for the legacy group).
+func Filter(group, resource, node, namespace, name string) string {
+	wild := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return Token(s)
+	}
+	g := "core"
+	if group != "" && group != "core" {
+		g = Token(group)
+	}
+	prefix := SubjectPrefix
+	if IsLease(group, resource) {
+		prefix = LeaseSubjectPrefix
+	}
+	return prefix + "." + g + "." + wild(resource) + "." + wild(node) + "." + wild(namespace) + "." + wild(name)
+}

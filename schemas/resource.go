@@ -1,0 +1,86 @@
+package schemas
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Object is what every served kind is: a runtime.Object with ObjectMeta.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Resource describes one served resource: its names, its Go type, and the
+// strategy the apiserver applies to it (defaulting, validation, field
+// attributes for selectors, the Table it prints as).
+//
+// All funcs must be safe for concurrent use and must not do I/O.
+type Resource struct {
+	GroupVersion schema.GroupVersion
+	Kind         string
+	// Plural is the resource name in URLs ("pods").
+	Plural     string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+	// Subresources served besides the main resource: "status", "scale",
+	// "binding".
+	Subresources []string
+
+	New     func() Object
+	NewList func() runtime.Object
+
+	// Default fills defaults in place (Kubernetes' SetObjectDefaults_*).
+	// It runs on create and update, after decoding and before validation.
+	Default func(obj Object)
+	// PrepareForCreate clears fields a client may not set on create (status
+	// for most kinds) and sets generation to 1.
+	PrepareForCreate func(obj Object)
+	// PrepareForUpdate keeps what an update of the main resource may not
+	// change (status) from old, and bumps generation when the spec changed.
+	PrepareForUpdate func(obj, old Object)
+	// PrepareForStatusUpdate keeps everything but status (and
+	// metadata labels/annotations as kube does) from old.
+	PrepareForStatusUpdate func(obj, old Object)
+	// ValidateCreate and ValidateUpdate return the field errors Kubernetes
+	// returns for the kind; an empty list means valid.
+	ValidateCreate func(obj Object) field.ErrorList
+	ValidateUpdate func(obj, old Object) field.ErrorList
+	// Fields returns the field-selector attributes of an object
+	// (metadata.name, metadata.namespace and the kind's own).
+	Fields func(obj Object) fields.Set
+	// Table renders objects as the rows kubectl get prints.
+	Table TableConvertor
+}
+
+// GroupVersionKind of the resource.
+func (r *Resource) GVK() schema.GroupVersionKind { return r.GroupVersion.WithKind(r.Kind) }
+
+// GVR of the resource.
+func (r *Resource) GVR() schema.GroupVersionResource {
+	return r.GroupVersion.WithResource(r.Plural)
+}
+
+// HasSubresource reports whether sub is served.
+func (r *Resource) HasSubresource(sub string) bool {
+	for _, s := range r.Subresources {
+		if s == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// TableConvertor renders objects as a metav1.Table. wide adds the columns
+// `kubectl get -o wide` shows (columns with Priority > 0).
+type TableConvertor interface {
+	// Columns are the column definitions, including the priority-1 ones.
+	Columns() []metav1.TableColumnDefinition
+	// Row is the cells of one object's row, one per column.
+	Row(obj Object) []any
+}

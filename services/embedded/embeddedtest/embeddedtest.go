@@ -1,0 +1,72 @@
+// Package embeddedtest starts real etcd and NATS servers for tests, the way
+// etcd's and nats-server's own tests do, and stops them with t.Cleanup.
+package embeddedtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cairn-dev/cairn/services/embedded"
+)
+
+// Etcd is a test etcd member with a connected client.
+type Etcd struct {
+	*embedded.Etcd
+	Client *clientv3.Client
+}
+
+// StartEtcd starts an etcd member in t.TempDir(). Set fsync to false unless
+// the test measures durability.
+func StartEtcd(t testing.TB) *Etcd {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: t.TempDir(), NoFsync: true})
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:          []string{e.Endpoint()},
+		DialTimeout:        10 * time.Second,
+		MaxCallSendMsgSize: embedded.MaxRequestBytes,
+		Logger:             nopZap(),
+	})
+	if err != nil {
+		e.Close()
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() {
+		cli.Close()
+		e.Close()
+	})
+	return &Etcd{Etcd: e, Client: cli}
+}
+
+// NATS is a test NATS server with JetStream and a connected client.
+type NATS struct {
+	*embedded.NATS
+	Conn *nats.Conn
+}
+
+// StartNATS starts a NATS server with JetStream in t.TempDir() on a free port.
+func StartNATS(t testing.TB) *NATS {
+	t.Helper()
+	n, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		n.Close()
+		t.Fatalf("nats connect: %v", err)
+	}
+	t.Cleanup(func() {
+		nc.Close()
+		n.Close()
+	})
+	return &NATS{NATS: n, Conn: nc}
+}
