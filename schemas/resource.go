@@ -84,3 +84,26 @@ type TableConvertor interface {
 	// Row is the cells of one object's row, one per column.
 	Row(obj Object) []any
 }
+
+// GroupResource of the resource, as API errors name it.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Plural}
+}
+
+// AllowCreateOnUpdate reports whether PUT of a missing object creates it
+// (true for the kinds kube allows it on: events and leases).
+func (r *Resource) AllowCreateOnUpdate() bool {
+	return r.Plural == "events" || r.Plural == "leases"
+}
+
+// ValidateStatus returns the errors kube's status strategy returns for an
+// update of the status subresource (after PrepareForStatusUpdate), plus the
+// common object-meta checks every update gets. For a kind without a status
+// subresource it falls back to ValidateUpdate.
+func (r *Resource) ValidateStatus(obj, old Object) field.ErrorList {
+	errs, ok := validateStatusUpdate(obj, old)
+	if !ok {
+		return r.ValidateUpdate(obj, old)
+	}
+	return commonUpdateErrors(r.Namespaced, obj, old, errs)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // EtcdConfig configures an embedded etcd member.
@@ -56,6 +57,9 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	ec.InitialCluster = ec.Name + "=" + pu.String()
 	ec.LogLevel = "error"
+	// etcd's zap logger reports normal shutdown as errors; cairn logs what
+	// matters itself.
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// cairn compacts itself, never past the last published revision; see
 	// events.Compactor.
 	ec.AutoCompactionRetention = "0"

@@ -23,9 +23,14 @@ type Etcd struct {
 // the test measures durability.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
+	return startEtcd(t, true)
+}
+
+func startEtcd(t testing.TB, noFsync bool) *Etcd {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e, err := embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: t.TempDir(), NoFsync: true})
+	e, err := embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: t.TempDir(), NoFsync: noFsync})
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
@@ -69,4 +74,11 @@ func StartNATS(t testing.TB) *NATS {
 		n.Close()
 	})
 	return &NATS{NATS: n, Conn: nc}
+}
+
+// StartEtcdFsync is StartEtcd with fsync on, for benchmarks that compare
+// against a durable control plane.
+func StartEtcdFsync(t testing.TB) *Etcd {
+	t.Helper()
+	return startEtcd(t, false)
 }

@@ -1,0 +1,268 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/ulid/v2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RegistryKey is the etcd key of an API object:
+// /registry/<group|core>/<resource>/<namespace>/<name>, or
+// /registry/<group|core>/<resource>/<name> when namespace is empty.
+func RegistryKey(group, resource, namespace, name string) string {
+	g := group
+	if g == "" {
+		g = "core"
+	}
+	if namespace == "" {
+		return RegistryPrefix + g + "/" + resource + "/" + name
+	}
+	return RegistryPrefix + g + "/" + resource + "/" + namespace + "/" + name
+}
+
+// ParseRegistryKey splits an object key made by RegistryKey. group is ""
+// for the core group. ok is false for keys outside RegistryPrefix or with
+// the wrong number of segments.
+func ParseRegistryKey(key string) (group, resource, namespace, name string, ok bool) {
+	rest, found := strings.CutPrefix(key, RegistryPrefix)
+	if !found {
+		return "", "", "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	for _, p := range parts {
+		if p == "" {
+			return "", "", "", "", false
+		}
+	}
+	switch len(parts) {
+	case 3:
+		group, resource, name = parts[0], parts[1], parts[2]
+	case 4:
+		group, resource, namespace, name = parts[0], parts[1], parts[2], parts[3]
+	default:
+		return "", "", "", "", false
+	}
+	if group == "core" {
+		group = ""
+	}
+	return group, resource, namespace, name, true
+}
+
+// position is the place of one event in the log: its revision and its index
+// among the events of that revision (0 for the usual one-object write).
+type position struct {
+	rev Revision
+	idx int
+}
+
+func (p position) less(q position) bool {
+	return p.rev < q.rev || (p.rev == q.rev && p.idx < q.idx)
+}
+
+// msgID is the Nats-Msg-Id of the event at p: the revision, with "-<idx>"
+// for the extra objects of a multi-object transaction.
+func (p position) msgID() string {
+	if p.idx == 0 {
+		return p.rev.String()
+	}
+	return p.rev.String() + "-" + strconv.Itoa(p.idx)
+}
+
+func parseMsgID(id string) (position, error) {
+	revs, idxs, multi := strings.Cut(id, "-")
+	rev, err := ParseRevision(revs)
+	if err != nil || revs == "" {
+		return position{}, fmt.Errorf("events: message id %q: %w", id, ErrBadRevision)
+	}
+	p := position{rev: rev}
+	if multi {
+		n, err := strconv.Atoi(idxs)
+		if err != nil || n < 1 {
+			return position{}, fmt.Errorf("events: message id %q: %w", id, ErrBadRevision)
+		}
+		p.idx = n
+	}
+	return p, nil
+}
+
+// outMsg is one event ready to publish.
+type outMsg struct {
+	pos    position
+	stream string
+	key    string
+	ev     *Event
+	msg    *nats.Msg
+	// metaTime is WriteMeta.Time, zero for foreign writes (lag unknown).
+	metaTime time.Time
+}
+
+// buildRevision turns the etcd changes of one revision into its events, in
+// the order of the transaction's operations. The result depends only on the
+// changes (except ids and times of foreign writes), so a publisher that
+// restarts in the middle of a revision rebuilds the same positions.
+func buildRevision(rev Revision, evs []*clientv3.Event) ([]*outMsg, error) {
+	var meta *WriteMeta
+	var objs []*clientv3.Event
+	for _, ev := range evs {
+		key := string(ev.Kv.Key)
+		switch {
+		case key == MetaKey && ev.Type == mvccpb.PUT:
+			// Unreadable metadata is published as a foreign write rather
+			// than stopping the log.
+			var m WriteMeta
+			if json.Unmarshal(ev.Kv.Value, &m) == nil {
+				meta = &m
+			}
+		case strings.HasPrefix(key, RegistryPrefix):
+			if _, _, _, _, ok := ParseRegistryKey(key); ok {
+				objs = append(objs, ev)
+			}
+		}
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	// The metadata belongs to the object its Key names; other objects of the
+	// same transaction share actor and causation but get their own ids.
+	owner := 0
+	if meta != nil && meta.Key != "" {
+		for i, ev := range objs {
+			if string(ev.Kv.Key) == meta.Key {
+				owner = i
+				break
+			}
+		}
+	}
+	out := make([]*outMsg, 0, len(objs))
+	for i, ev := range objs {
+		m, err := buildEvent(rev, ev, meta, i == owner)
+		if err != nil {
+			return nil, err
+		}
+		m.pos = position{rev: rev, idx: i}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (*outMsg, error) {
+	key := string(ev.Kv.Key)
+	group, resource, namespace, name, _ := ParseRegistryKey(key)
+	e := &Event{
+		Revision:  rev,
+		Group:     group,
+		Resource:  resource,
+		Namespace: namespace,
+		Name:      name,
+	}
+	var raw []byte
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		e.Type = Deleted
+		if ev.PrevKv != nil {
+			raw = ev.PrevKv.Value
+		}
+	case ev.Kv.CreateRevision == ev.Kv.ModRevision:
+		e.Type = Added
+		raw = ev.Kv.Value
+	default:
+		e.Type = Modified
+		raw = ev.Kv.Value
+	}
+	if err := fillObject(e, raw); err != nil {
+		return nil, fmt.Errorf("events: revision %d key %s: %w", rev, key, err)
+	}
+	m := &outMsg{stream: Stream, key: key, ev: e}
+	if IsLease(group, resource) {
+		m.stream = LeaseStream
+	}
+	if meta != nil {
+		e.Verb = meta.Verb
+		e.Actor = meta.Actor
+		e.AuditID = meta.AuditID
+		e.CausationID = meta.CausationID
+		e.CorrelationID = meta.CorrelationID
+		e.SourceIP = meta.SourceIP
+		e.Time = meta.Time
+		m.metaTime = meta.Time
+		if owner && meta.ID != "" {
+			e.ID = meta.ID
+		}
+		if e.CorrelationID == "" {
+			e.CorrelationID = meta.ID
+		}
+	} else {
+		e.Time = time.Now().UTC()
+	}
+	if e.ID == "" {
+		e.ID = ulid.Make().String()
+	}
+	if e.CorrelationID == "" {
+		e.CorrelationID = e.ID
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("events: encode event: %w", err)
+	}
+	m.msg = &nats.Msg{Subject: e.Subject(), Data: data, Header: nats.Header{}}
+	m.msg.Header.Set(MsgHeaderRevision, rev.String())
+	m.msg.Header.Set(MsgHeaderType, string(e.Type))
+	return m, nil
+}
+
+// fillObject sets Object (with metadata.resourceVersion = Revision), Kind,
+// Version, UID and, for pods, NodeName from the stored JSON. A value that is
+// not a JSON object is carried as JSON null.
+func fillObject(e *Event, raw []byte) error {
+	if len(raw) == 0 {
+		e.Object = json.RawMessage("null")
+		return nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		e.Object = json.RawMessage("null")
+		return nil
+	}
+	var apiVersion string
+	_ = json.Unmarshal(top["apiVersion"], &apiVersion)
+	_ = json.Unmarshal(top["kind"], &e.Kind)
+	if i := strings.LastIndexByte(apiVersion, '/'); i >= 0 {
+		e.Version = apiVersion[i+1:]
+	} else {
+		e.Version = apiVersion
+	}
+	md := map[string]json.RawMessage{}
+	if b, ok := top["metadata"]; ok {
+		if err := json.Unmarshal(b, &md); err != nil || md == nil {
+			md = map[string]json.RawMessage{}
+		}
+	}
+	_ = json.Unmarshal(md["uid"], &e.UID)
+	if e.Group == "" && e.Resource == "pods" {
+		var spec struct {
+			NodeName string `json:"nodeName"`
+		}
+		_ = json.Unmarshal(top["spec"], &spec)
+		e.NodeName = spec.NodeName
+	}
+	rv, _ := json.Marshal(e.Revision.String())
+	md["resourceVersion"] = rv
+	b, err := json.Marshal(md)
+	if err != nil {
+		return fmt.Errorf("encode metadata: %w", err)
+	}
+	top["metadata"] = b
+	obj, err := json.Marshal(top)
+	if err != nil {
+		return fmt.Errorf("encode object: %w", err)
+	}
+	e.Object = obj
+	return nil
+}

@@ -1,0 +1,136 @@
+// Package events is cairn's log: the envelope of an event, the subjects and
+// streams it is published on, the publisher that moves every committed
+// change from etcd to NATS JetStream exactly once and in commit order, the
+// compactor that keeps etcd's history behind it, and tools to read (Tail)
+// and check (Verify) the log.
+//
+// # The envelope
+//
+// Every change to an API object is one Event, published as JSON:
+//
+//   - id: a ULID, chosen by the apiserver before the write (WriteMeta.ID);
+//     writes that did not come through the apiserver get a fresh one.
+//   - revision: the etcd revision of the change. It is also the object's
+//     metadata.resourceVersion and the message's Nats-Msg-Id.
+//   - type: ADDED (the key was created in this revision), MODIFIED or
+//     DELETED, spelled as Kubernetes watch events spell them.
+//   - group, version, resource, kind: what the object is; group is "" for
+//     the core group. group and resource come from the etcd key, version and
+//     kind from the object's apiVersion and kind.
+//   - namespace (empty when cluster-scoped), name, uid (metadata.uid).
+//   - nodeName: spec.nodeName of a pod, empty otherwise.
+//   - object: the full object after the change, for DELETED its last state,
+//     with metadata.resourceVersion set to revision.
+//   - verb: the API verb (create, update, patch, delete, ...).
+//   - actor: the authenticated user and groups; empty for foreign writes.
+//   - auditID: the apiserver's audit id of the request.
+//   - causationID: the id of the event the writer was reacting to.
+//   - correlationID: the id of the root of the chain (the kubectl apply that
+//     started a rollout); an event that starts a chain is its own root.
+//   - sourceIP: the client address.
+//   - time: when the apiserver made the write (WriteMeta.Time); for foreign
+//     writes, when the publisher read it.
+//
+// # Subjects
+//
+// Subjects are an index: they carry what consumers filter on, so JetStream
+// filters on the server and a consumer receives only what it needs:
+//
+//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>
+//
+// group is "core" for the legacy group; node is the pod's spec.nodeName;
+// every token goes through Token, which turns dots (legal in names and
+// groups) into '~' and the empty string into "_". Examples:
+//
+//	cairn.ev.core.pods.node-1.default.web-0      a pod bound to node-1
+//	cairn.ev.core.pods._.default.web-1           a pod not yet scheduled
+//	cairn.ev.apps.deployments._.default.web      a deployment
+//	cairn.ev.core.nodes._._.node-1               a node (cluster-scoped)
+//
+// Filter builds the subscriptions:
+//
+//	kubelet of node-1     cairn.ev.core.pods.node-1.*.*  (Filter("", "pods", "node-1", "", ""))
+//	scheduler             cairn.ev.core.pods._.*.*  and  cairn.ev.core.nodes.*.*.*
+//	deployment controller cairn.ev.apps.deployments.*.*.*  and  cairn.ev.apps.replicasets.*.*.*
+//	one namespace         cairn.ev.*.*.*.<namespace>.*
+//
+// so a kubelet's traffic grows with its own pods, not with the cluster.
+//
+// # Streams
+//
+// Stream CAIRN holds subjects cairn.ev.>: every change except Leases, on
+// file storage, with no age, size or count limit by default (the history is
+// the point), a 2 minute duplicate window, 8 MiB messages, direct gets
+// allowed (for SeekRevision and reads from any replica) and deletes denied.
+//
+// Stream CAIRN_LEASES holds subjects cairn.lease.>: coordination.k8s.io
+// Leases, with MaxMsgsPerSubject 1. EnsureStreams creates or updates both;
+// StreamConfig.Replicas is 1 embedded and 3 on a NATS cluster.
+//
+// # Message headers
+//
+// Every message carries:
+//
+//	Nats-Msg-Id      the revision ("1234"); "1234-<i>" for the i-th extra
+//	                 object of a transaction that changed several objects
+//	Cairn-Revision   the revision
+//	Cairn-Type       ADDED, MODIFIED or DELETED
+//
+// # Request headers
+//
+// A client that writes because of an event sets, on its API request,
+//
+//	X-Cairn-Causation-Id     the id of the event it reacted to
+//	X-Cairn-Correlation-Id   that event's correlationID
+//
+// The apiserver copies them into WriteMeta. When the correlation id is
+// absent, the event's correlation id is the event's own id: it starts a new
+// chain. Write responses carry X-Cairn-Event-Id, the id of the event the
+// write produced.
+//
+// # Exactly once
+//
+// A dual write (write etcd, then publish) loses events when the writer dies
+// between the two. Instead:
+//
+//  1. The apiserver makes every change in one etcd transaction that writes
+//     the object and puts its WriteMeta at MetaKey, so both carry the same
+//     revision and the event can be rebuilt from etcd alone.
+//  2. One publisher is elected (concurrency.Election on
+//     /cairn/election/publisher, session TTL 5s). As leader it reads the
+//     last message of both streams: its revision (and index within the
+//     revision) is where the log ends. It watches etcd from that revision,
+//     with previous values, and publishes each revision's events in order.
+//  3. Each publish carries Nats-Msg-Id (so a repeat within the duplicate
+//     window is dropped), the stream's expected last sequence and the
+//     expected Nats-Msg-Id of the last message (the event that must precede
+//     it on that stream). The publishes are pipelined (256 in flight): if
+//     one fails, every later one to that stream fails its checks too, so a
+//     stream never has a hole, and a message is only ever stored right
+//     after its true predecessor, even with two publishers at once. Before
+//     switching from one stream to the other the publisher waits for all
+//     acknowledgements, so the two streams together always hold a prefix of
+//     the changes in revision order.
+//  4. On any failure, or when the election session is lost, the publisher
+//     stops, waits for its in-flight acknowledgements, reads the tail of
+//     the streams again and resumes from there. A deposed leader that still
+//     publishes cannot interleave with the new one: whichever publishes
+//     second fails the checks and re-reads the tail.
+//  5. The Compactor compacts etcd only to the last published revision it saw
+//     one interval earlier (minus one, so the previous values of the next
+//     revision stay readable): the publisher can always resume, and lists
+//     and continue tokens keep one interval of history.
+//
+// Verify checks all of it against etcd, and the tests kill publisher
+// processes with SIGKILL in a loop and then require Verify to pass.
+//
+// # Leases
+//
+// Every node renews its Lease every few seconds; on the main stream these
+// heartbeats would drown the history. Lease changes go to CAIRN_LEASES
+// instead (IsLease), which keeps one message per subject, i.e. per lease:
+// the log always holds each lease's latest state, and a consumer (the node
+// lifecycle controller) can read all of them with one subject filter, but
+// the heartbeats never reach CAIRN and never grow the history. The
+// publisher's order and exactly-once rules apply to the lease stream too.
+package events

@@ -1,0 +1,194 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamConfig is what differs between deployments of the two streams.
+type StreamConfig struct {
+	// Replicas is the number of JetStream replicas of each stream: 1 for the
+	// embedded server, 3 for a NATS cluster. 0 means 1.
+	Replicas int
+}
+
+// Stream settings shared by every deployment.
+const (
+	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id.
+	DuplicateWindow = 2 * time.Minute
+	// MaxEventSize is the largest event message: a 3 MiB object plus its
+	// envelope, with room to spare.
+	MaxEventSize = 8 << 20
+)
+
+// StreamConfigs returns the JetStream configuration of CAIRN and
+// CAIRN_LEASES, in that order.
+func StreamConfigs(cfg StreamConfig) []jetstream.StreamConfig {
+	r := cfg.Replicas
+	if r <= 0 {
+		r = 1
+	}
+	return []jetstream.StreamConfig{
+		{
+			Name:        Stream,
+			Description: "cairn: every committed change to an API object, in commit order",
+			Subjects:    []string{SubjectPrefix + ".>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			MaxMsgs:     -1,
+			MaxBytes:    -1,
+			MaxAge:      0,
+			Duplicates:  DuplicateWindow,
+			MaxMsgSize:  MaxEventSize,
+			AllowDirect: true,
+			DenyDelete:  true,
+			Replicas:    r,
+		},
+		{
+			Name:              LeaseStream,
+			Description:       "cairn: the latest change of every Lease",
+			Subjects:          []string{LeaseSubjectPrefix + ".>"},
+			Storage:           jetstream.FileStorage,
+			Retention:         jetstream.LimitsPolicy,
+			Discard:           jetstream.DiscardOld,
+			MaxMsgs:           -1,
+			MaxBytes:          -1,
+			MaxMsgsPerSubject: 1,
+			Duplicates:        DuplicateWindow,
+			MaxMsgSize:        MaxEventSize,
+			AllowDirect:       true,
+			Replicas:          r,
+		},
+	}
+}
+
+// EnsureStreams creates the two streams, or updates them to the current
+// configuration. It is idempotent and safe to call from every process that
+// starts.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	for _, sc := range StreamConfigs(cfg) {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+// streamTail is the last message of one stream.
+type streamTail struct {
+	seq uint64   // 0 if the stream is empty
+	pos position // position of the last message
+	id  string   // Nats-Msg-Id of the last message, "" if unknown
+}
+
+// logTail is where the log ends: the last message of both streams.
+type logTail struct {
+	streams map[string]streamTail
+}
+
+// last is the position of the newest event on either stream.
+func (t logTail) last() position {
+	var p position
+	for _, s := range t.streams {
+		if p.less(s.pos) {
+			p = s.pos
+		}
+	}
+	return p
+}
+
+// readTail reads the last message of both streams.
+func readTail(ctx context.Context, js jetstream.JetStream) (logTail, error) {
+	t := logTail{streams: map[string]streamTail{}}
+	for _, name := range []string{Stream, LeaseStream} {
+		st, err := readStreamTail(ctx, js, name)
+		if err != nil {
+			return logTail{}, err
+		}
+		t.streams[name] = st
+	}
+	return t, nil
+}
+
+func readStreamTail(ctx context.Context, js jetstream.JetStream, name string) (streamTail, error) {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return streamTail{}, fmt.Errorf("events: stream %s: %w", name, err)
+	}
+	// On CAIRN_LEASES a newer message for the same lease removes the last
+	// one between the info and the get: read both again.
+	for attempt := 0; ; attempt++ {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return streamTail{}, fmt.Errorf("events: stream %s info: %w", name, err)
+		}
+		st := info.State
+		if st.Msgs == 0 {
+			// An empty (or purged) stream continues from LastSeq.
+			return streamTail{seq: st.LastSeq}, nil
+		}
+		seq := st.LastSeq
+		deleted := false
+		if attempt >= 5 {
+			deleted = true
+			// The last messages were deleted: the newest one left tells the
+			// position, the stream's LastSeq the sequence to expect.
+			for seq > st.FirstSeq {
+				if _, err := s.GetMsg(ctx, seq); err == nil {
+					break
+				}
+				seq--
+			}
+		}
+		msg, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return streamTail{}, fmt.Errorf("events: stream %s last message %d: %w", name, seq, err)
+		}
+		pos, err := msgPosition(msg.Header)
+		if err != nil {
+			return streamTail{}, fmt.Errorf("events: stream %s seq %d: %w", name, seq, err)
+		}
+		t := streamTail{seq: st.LastSeq, pos: pos}
+		if !deleted {
+			t.id = msg.Header.Get(nats.MsgIdHdr)
+		}
+		return t, nil
+	}
+}
+
+// msgPosition reads the position of a stored event from its headers.
+func msgPosition(h nats.Header) (position, error) {
+	if id := h.Get(nats.MsgIdHdr); id != "" {
+		return parseMsgID(id)
+	}
+	rev, err := ParseRevision(h.Get(MsgHeaderRevision))
+	if err != nil {
+		return position{}, err
+	}
+	if rev == 0 {
+		return position{}, errors.New("events: message without revision")
+	}
+	return position{rev: rev}, nil
+}
+
+// LastPublishedRevision is the revision of the newest event on the log (the
+// larger of the last message of CAIRN and of CAIRN_LEASES), 0 if both are
+// empty. Every change before it has been published, and so has it unless a
+// transaction that changed several objects was cut short (see "Exactly once"
+// in the package documentation).
+func LastPublishedRevision(ctx context.Context, js jetstream.JetStream) (Revision, error) {
+	t, err := readTail(ctx, js)
+	if err != nil {
+		return 0, err
+	}
+	return t.last().rev, nil
+}

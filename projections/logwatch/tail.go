@@ -1,0 +1,328 @@
+package logwatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/cairn-dev/cairn/events"
+)
+
+// tail follows one stream with one ordered consumer, keeps the ring and fans
+// events out to the live watchers of that stream.
+type tail struct {
+	hub   *Hub
+	name  string
+	ready chan struct{} // closed once the pre-fill has caught up
+
+	// stream is set before ready is closed and not changed afterwards.
+	stream jetstream.Stream
+
+	mu   sync.RWMutex
+	ring *ring
+	// The ring holds every decodable message with sequence in
+	// (floorSeq, lastSeq], and so every event with revision in
+	// (floorRev, head] when floorKnown.
+	floorSeq   uint64
+	floorRev   events.Revision
+	floorKnown bool
+	lastSeq    uint64
+	head       events.Revision
+	isReady    bool
+	// changed is closed (and reset to nil) when head advances; it exists
+	// only while someone waits in WaitFor.
+	changed  chan struct{}
+	watchers map[string]map[*Watcher]struct{}
+
+	// floorSeqA mirrors floorSeq for lock-free checks by catch-up readers.
+	floorSeqA atomic.Uint64
+}
+
+func newTail(h *Hub, name string) *tail {
+	return &tail{
+		hub:      h,
+		name:     name,
+		ready:    make(chan struct{}),
+		ring:     newRing(h.cfg.RingSize),
+		watchers: map[string]map[*Watcher]struct{}{},
+	}
+}
+
+// run tails the stream until ctx is done. Consumer failures are retried
+// from the last sequence seen, so run returns only when ctx is done.
+func (t *tail) run(ctx context.Context) error {
+	log := t.hub.log.With("stream", t.name)
+	target, err := t.start(ctx)
+	if err != nil {
+		return nil //nolint:nilerr // only ctx ends start
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		t.mu.RLock()
+		next := t.lastSeq + 1
+		t.mu.RUnlock()
+		err := t.consume(ctx, next, target)
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("logwatch: tail failed, restarting", "from", next, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+// start waits for the stream, positions the tail RingSize messages before
+// the end and returns the last sequence the pre-fill must reach.
+func (t *tail) start(ctx context.Context) (uint64, error) {
+	delay := 50 * time.Millisecond
+	for {
+		s, err := t.hub.js.Stream(ctx, t.name)
+		if err == nil {
+			t.stream = s
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		t.hub.log.Info("logwatch: waiting for stream", "stream", t.name, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+	st := t.stream.CachedInfo().State
+	from := st.FirstSeq
+	if n := uint64(t.hub.cfg.RingSize); st.LastSeq >= n && st.LastSeq-n+1 > from {
+		from = st.LastSeq - n + 1
+	}
+	if st.Msgs == 0 {
+		from = st.LastSeq + 1
+	}
+	if from == 0 {
+		from = 1
+	}
+	t.mu.Lock()
+	t.floorSeq, t.lastSeq = from-1, from-1
+	t.floorSeqA.Store(from - 1)
+	if from == 1 {
+		// Nothing was ever before the ring.
+		t.floorKnown = true
+	}
+	if st.Msgs == 0 {
+		t.markReadyLocked()
+	}
+	t.mu.Unlock()
+	return st.LastSeq, nil
+}
+
+func (t *tail) markReadyLocked() {
+	if !t.isReady {
+		t.isReady = true
+		close(t.ready)
+	}
+}
+
+// consume runs one ordered consumer from sequence from until it fails or
+// ctx is done.
+func (t *tail) consume(ctx context.Context, from, target uint64) error {
+	cons, err := t.hub.orderedConsumer(ctx, t.name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   from,
+	})
+	if err != nil {
+		return fmt.Errorf("ordered consumer: %w", err)
+	}
+	defer t.hub.deleteConsumer(t.name, cons)
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("messages: %w", err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("next: %w", err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		ev, err := decode(msg)
+		if err != nil {
+			t.hub.log.Error("logwatch: undecodable event skipped", "stream", t.name, "seq", meta.Sequence.Stream, "err", err)
+		}
+		t.apply(meta.Sequence.Stream, ev, meta.NumPending == 0 || meta.Sequence.Stream >= target)
+	}
+}
+
+// consumerInactive is how long the server keeps an ordered consumer whose
+// client went away without deleting it.
+const consumerInactive = 30 * time.Second
+
+// orderedConsumer creates an ordered consumer that deleteConsumer can
+// remove. The create request does not follow ctx: a request cancelled in
+// flight may still create the consumer on the server, which would then
+// linger until it expires; the name prefix lets a failed create be undone.
+func (h *Hub) orderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	cfg.NamePrefix = nuid.Next()
+	cfg.InactiveThreshold = consumerInactive
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	cons, err := h.js.OrderedConsumer(cctx, stream, cfg)
+	if err != nil {
+		// The library names its first consumer <prefix>_1.
+		h.deleteConsumerName(stream, cfg.NamePrefix+"_1")
+		return nil, err
+	}
+	return cons, nil
+}
+
+// deleteConsumer removes an ordered consumer from the server once it is
+// stopped; the client library leaves it to expire otherwise.
+func (h *Hub) deleteConsumer(stream string, cons jetstream.Consumer) {
+	if info := cons.CachedInfo(); info != nil {
+		h.deleteConsumerName(stream, info.Name)
+	}
+}
+
+func (h *Hub) deleteConsumerName(stream, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		h.log.Debug("logwatch: delete consumer", "stream", stream, "consumer", name, "err", err)
+	}
+}
+
+// decode parses an envelope once; the event is shared, read-only, by every
+// watcher.
+func decode(msg jetstream.Msg) (*events.Event, error) {
+	ev := new(events.Event)
+	if err := json.Unmarshal(msg.Data(), ev); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if ev.Revision == 0 {
+		rev, err := events.ParseRevision(msg.Headers().Get(events.MsgHeaderRevision))
+		if err != nil || rev == 0 {
+			return nil, errors.New("decode: event without revision")
+		}
+		ev.Revision = rev
+	}
+	return ev, nil
+}
+
+// apply records the message at seq (ev nil if undecodable) and fans it out.
+func (t *tail) apply(seq uint64, ev *events.Event, caughtUp bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if seq <= t.lastSeq {
+		return
+	}
+	t.lastSeq = seq
+	if caughtUp {
+		defer t.markReadyLocked()
+	}
+	if ev == nil {
+		return
+	}
+	if ev.Revision <= t.head {
+		t.hub.log.Error("logwatch: revision out of order skipped", "stream", t.name, "seq", seq, "revision", ev.Revision, "head", t.head)
+		return
+	}
+	if old, evicted := t.ring.push(entry{seq: seq, ev: ev}); evicted {
+		t.floorSeq, t.floorRev, t.floorKnown = old.seq, old.ev.Revision, true
+		t.floorSeqA.Store(old.seq)
+	} else if !t.floorKnown {
+		// Events between the message before the ring and this one do not
+		// exist in the stream.
+		t.floorRev, t.floorKnown = ev.Revision-1, true
+	}
+	t.head = ev.Revision
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+	t.dispatchLocked(ev)
+}
+
+func (t *tail) dispatchLocked(ev *events.Event) {
+	g := ev.Group + "/"
+	for _, key := range [2]string{g + ev.Resource, g + "*"} {
+		for w := range t.watchers[key] {
+			if w.req.matches(ev) {
+				w.push(ev)
+			}
+		}
+	}
+}
+
+func (t *tail) addLocked(w *Watcher) {
+	key := w.req.indexKey()
+	set := t.watchers[key]
+	if set == nil {
+		set = map[*Watcher]struct{}{}
+		t.watchers[key] = set
+	}
+	set[w] = struct{}{}
+}
+
+func (t *tail) detach(w *Watcher) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := w.req.indexKey()
+	if set := t.watchers[key]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(t.watchers, key)
+		}
+	}
+}
+
+// attachFromRing makes w live with a replay from the ring if the ring (and
+// the live fan-out after it) holds every event after w.req.From.
+func (t *tail) attachFromRing(w *Watcher) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from := w.req.From
+	if from < t.head && (!t.floorKnown || from < t.floorRev) {
+		return false
+	}
+	w.goLive(t.ring.collect(t.ring.afterRev(from), w.req.matches))
+	t.addLocked(w)
+	return true
+}
+
+// attachAfterSeq makes w live if the ring holds every message after
+// sequence q; the replay is every matching ring event after q not yet sent.
+func (t *tail) attachAfterSeq(w *Watcher, q uint64, sent events.Revision) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.floorSeq > q {
+		return false
+	}
+	w.goLive(t.ring.collect(t.ring.afterSeq(q), func(ev *events.Event) bool {
+		return ev.Revision > sent && w.req.matches(ev)
+	}))
+	t.addLocked(w)
+	return true
+}
+
+// position returns floorSeq and lastSeq.
+func (t *tail) position() (floor, last uint64) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.floorSeq, t.lastSeq
+}

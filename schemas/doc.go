@@ -1,0 +1,66 @@
+// Package schemas describes the API surface cairn serves: which resources
+// exist, their Go types (from k8s.io/api), and the strategy the apiserver
+// applies to each of them. It is a port of what kube-apiserver's registry
+// strategies do, kept close enough that kubectl and client-go cannot tell
+// the difference.
+//
+// # Registry
+//
+// NewRegistry builds a Registry holding one Resource per served resource:
+//
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets
+//	apps/v1                 deployments, replicasets
+//	scheduling.k8s.io/v1    priorityclasses
+//	coordination.k8s.io/v1  leases
+//
+// Lookup finds a resource by group, version and plural (the URL form),
+// ByKind by GroupVersionKind. All lists them in a stable order and Groups
+// lists the group versions in the order discovery shows them. A Registry is
+// immutable after NewRegistry returns and safe for concurrent use; there is
+// no package-level state.
+//
+// # Strategy
+//
+// Each Resource carries the funcs the apiserver calls, in this order on a
+// write:
+//
+//	create:         Default, PrepareForCreate, ValidateCreate
+//	update:         Default, PrepareForUpdate, ValidateUpdate
+//	status update:  Default, PrepareForStatusUpdate, Resource.ValidateStatus
+//
+// Default ports Kubernetes' SetObjectDefaults_<Kind> (pkg/apis/core/v1 and
+// pkg/apis/apps/v1 defaults and their generated walkers). Secret's Default
+// also folds stringData into data, which kube does while converting to its
+// internal type.
+//
+// PrepareForCreate and PrepareForUpdate do what the kind's registry strategy
+// does: clear status on create (pods start Pending with their QoS class,
+// namespaces Active with the "kubernetes" finalizer), keep status from the
+// old object on a main-resource update, and set metadata.generation to 1 on
+// create and bump it when the spec changes (pods, deployments, replicasets;
+// deployments also when annotations change). Kinds kube does not track a
+// generation for (configmaps, secrets, events, leases, priorityclasses,
+// nodes, namespaces) keep generation 0, as in Kubernetes. The update funcs
+// start by copying the old generation into the new object, as kube's
+// rest.BeforeUpdate does, so a client cannot set it.
+//
+// ValidateCreate and ValidateUpdate return the field.ErrorList kube returns:
+// same field paths, same error types, same detail messages, for the checks
+// ported (see the list in the package README of the commit that added it).
+// They run the kind's validation and then, as kube's BeforeCreate and
+// BeforeUpdate do, the generic object-meta checks (path-segment names).
+// ValidateUpdate expects the new object to carry a resourceVersion, which
+// kube's store fills in for unconditional updates before validating.
+//
+// # Field selectors and tables
+//
+// Fields returns the attributes a field selector may use: metadata.name,
+// metadata.namespace for namespaced kinds (cluster-scoped kinds only have
+// metadata.name, as in kube) and each kind's own (spec.nodeName for pods,
+// type for secrets, ...).
+//
+// Table renders kubectl's columns exactly as kube's printers do, always in
+// wide form: the apiserver sends every column and kubectl hides those with
+// Priority > 0 unless asked for -o wide. Ages are rendered relative to the
+// Registry's clock (WithClock in tests).
+package schemas

@@ -1,0 +1,202 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	kscheme "k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cairn-dev/cairn/schemas"
+)
+
+// MaxBodyBytes is the largest request body accepted, as kube-apiserver's
+// 3 MiB limit.
+const MaxBodyBytes = 3 << 20
+
+// readBody reads the request body, enforcing MaxBodyBytes, and converts
+// YAML to JSON. It returns 413 or 415 Status errors.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, errBadRequest("request body is empty")
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, errBadRequest("reading request body: %v", err)
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, errEntityTooLarge(MaxBodyBytes)
+	}
+	ct := mediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "", "application/json", "*/*",
+		"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
+		return b, nil
+	case protobufMediaType:
+		return protobufToJSON(b)
+	case "application/yaml", "application/x-yaml", "text/yaml":
+		j, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			return nil, errBadRequest("error decoding YAML: %v", err)
+		}
+		return j, nil
+	default:
+		return nil, errUnsupportedMedia(ct)
+	}
+}
+
+func mediaType(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ct
+	}
+	return mt
+}
+
+// decodeObject decodes JSON into a new object of res. strict rejects unknown
+// and duplicate fields as fieldValidation=Strict does.
+func decodeObject(res *schemas.Resource, body []byte, strict bool) (schemas.Object, error) {
+	obj := res.New()
+	if err := decodeInto(body, obj, strict); err != nil {
+		return nil, err
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	want := res.GVK()
+	if gvk.Kind != "" && gvk.Kind != want.Kind || gvk.Version != "" && gvk.GroupVersion() != want.GroupVersion() {
+		return nil, errBadRequest("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion().String(), want.GroupVersion().String())
+	}
+	obj.GetObjectKind().SetGroupVersionKind(want)
+	return obj, nil
+}
+
+func decodeInto(body []byte, into any, strict bool) error {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return errBadRequest("the body of the request is not a JSON object")
+	}
+	if !strict {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, into); err != nil {
+			return errBadRequest("error decoding request body: %v", err)
+		}
+		return nil
+	}
+	strictErrs, err := sigsjson.UnmarshalStrict(body, into)
+	if err != nil {
+		return errBadRequest("error decoding request body: %v", err)
+	}
+	if len(strictErrs) > 0 {
+		msgs := make([]string, 0, len(strictErrs))
+		for _, e := range strictErrs {
+			msgs = append(msgs, e.Error())
+		}
+		return errBadRequest("strict decoding error: %s", strings.Join(msgs, ", "))
+	}
+	return nil
+}
+
+// encodeStored renders an object for etcd: JSON with apiVersion and kind,
+// without resourceVersion (the key's ModRevision is the resourceVersion).
+func encodeStored(obj schemas.Object, gvk schema.GroupVersionKind) ([]byte, error) {
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	rv := obj.GetResourceVersion()
+	obj.SetResourceVersion("")
+	b, err := json.Marshal(obj)
+	obj.SetResourceVersion(rv)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: encode %s: %w", gvk.Kind, err)
+	}
+	return b, nil
+}
+
+// outputFormat is what a client asked for in Accept.
+type outputFormat struct {
+	table         bool
+	partialMeta   bool
+	includeObject metav1.IncludeObjectPolicy
+}
+
+var errNotAcceptableFormat = errors.New("apiserver: not acceptable")
+
+// negotiate reads Accept. kubectl get asks for
+// application/json;as=Table;v=v1;g=meta.k8s.io first, then plain JSON.
+func negotiate(r *http.Request) (outputFormat, error) {
+	accept := r.Header.Get("Accept")
+	f := outputFormat{includeObject: metav1.IncludeMetadata}
+	if p := r.URL.Query().Get("includeObject"); p != "" {
+		f.includeObject = metav1.IncludeObjectPolicy(p)
+	}
+	if accept == "" {
+		return f, nil
+	}
+	sawJSON := false
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "application/json", "application/yaml", "*/*", "application/*", "application/json-seq", protobufMediaType:
+		default:
+			continue
+		}
+		switch params["as"] {
+		case "Table":
+			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+				f.table = true
+				return f, nil
+			}
+			continue
+		case "PartialObjectMetadata", "PartialObjectMetadataList":
+			if params["g"] == "meta.k8s.io" && params["v"] == "v1" {
+				f.partialMeta = true
+				return f, nil
+			}
+			continue
+		case "":
+			sawJSON = true
+		}
+		if sawJSON {
+			return f, nil
+		}
+	}
+	if !sawJSON {
+		return f, errNotAcceptableFormat
+	}
+	return f, nil
+}
+
+const protobufMediaType = "application/vnd.kubernetes.protobuf"
+
+// protoCodec decodes Kubernetes protobuf envelopes ("k8s\x00" + Unknown),
+// which client-go sends by default for built-in kinds.
+var protoCodec = protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)
+
+// protobufToJSON converts a protobuf request body to the JSON the rest of
+// the request path works on; responses are JSON, which client-go accepts.
+func protobufToJSON(b []byte) ([]byte, error) {
+	obj, gvk, err := protoCodec.Decode(b, nil, nil)
+	if err != nil {
+		return nil, errBadRequest("error decoding protobuf body: %v", err)
+	}
+	if gvk != nil {
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	}
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return nil, errBadRequest("error converting protobuf body: %v", err)
+	}
+	return j, nil
+}

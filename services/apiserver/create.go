@@ -1,0 +1,135 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/services/apiserver/storage"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return sigsjson.UnmarshalCaseSensitivePreserveInts(b, v) }
+
+func (s *Server) create(q *request) {
+	body, err := readBody(q.r)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	obj, err := decodeObject(q.res, body, strictFields(q))
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	out, err := s.createObject(q, obj)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	s.respondObject(q, http.StatusCreated, out)
+}
+
+// checkNamespace reconciles the namespace in the body with the URL's.
+func checkNamespace(q *request, obj schemas.Object) error {
+	if !q.res.Namespaced {
+		if obj.GetNamespace() != "" && q.res.Plural != "namespaces" {
+			obj.SetNamespace("")
+		}
+		return nil
+	}
+	switch ns := obj.GetNamespace(); {
+	case ns == "":
+		obj.SetNamespace(q.info.Namespace)
+	case ns != q.info.Namespace:
+		return errBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+// createObject runs the create path: namespace and name, defaulting,
+// admission, system fields, validation, then one etcd transaction.
+func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, error) {
+	if err := checkNamespace(q, obj); err != nil {
+		return nil, err
+	}
+	if q.res.Namespaced && q.info.Namespace == "" {
+		return nil, errBadRequest("the namespace of the object must be set in the URL")
+	}
+	generated := false
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		generated = true
+	}
+	if q.res.Default != nil {
+		q.res.Default(obj)
+	}
+	ar := &AdmissionRequest{Resource: q.res, Operation: "CREATE", Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		Object: obj, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
+	if err := s.admit(q.ctx(), ar); err != nil {
+		return nil, err
+	}
+	if q.res.PrepareForCreate != nil {
+		q.res.PrepareForCreate(obj)
+	}
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(1e9)))
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetResourceVersion("")
+	obj.SetSelfLink("")
+	obj.SetManagedFields(nil)
+	if obj.GetGeneration() == 0 {
+		obj.SetGeneration(1)
+	}
+	for attempt := 0; ; attempt++ {
+		if generated {
+			obj.SetName(obj.GetGenerateName() + rand.String(5))
+		}
+		if q.res.ValidateCreate != nil {
+			if errs := q.res.ValidateCreate(obj); len(errs) > 0 {
+				return nil, invalid(q.res, obj.GetName(), errs)
+			}
+		}
+		if isDryRun(q) {
+			return obj, nil
+		}
+		val, err := encodeStored(obj, q.res.GVK())
+		if err != nil {
+			return nil, err
+		}
+		key := storage.Key(q.res.GroupVersion.Group, q.res.Plural, obj.GetNamespace(), obj.GetName())
+		rev, err := s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"))
+		if errors.Is(err, storage.ErrExists) {
+			if generated && attempt < 3 {
+				continue
+			}
+			return nil, apierrors.NewAlreadyExists(q.res.GroupResource(), obj.GetName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		obj.SetResourceVersion(rev.String())
+		if q.res.Plural == "namespaces" {
+			s.nsCache.forget(obj.GetName())
+		}
+		return obj, nil
+	}
+}
+
+// deepCopy copies an object through JSON; the typed DeepCopyObject is used
+// where available.
+func deepCopy(obj schemas.Object) schemas.Object {
+	if c, ok := obj.DeepCopyObject().(schemas.Object); ok {
+		return c
+	}
+	b, _ := json.Marshal(obj)
+	var out schemas.Object
+	_ = json.Unmarshal(b, &out)
+	return out
+}

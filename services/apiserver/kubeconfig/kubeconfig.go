@@ -1,0 +1,44 @@
+package kubeconfig
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ContextName is the name of the context (and of the cluster) in every
+// kubeconfig this package writes.
+const ContextName = "cairn"
+
+// Write writes a kubeconfig to path (mode 0600, parent directories created)
+// for server, e.g. "https://127.0.0.1:6443", trusting caPEM and
+// authenticating as user with the client certificate certPEM and its key
+// keyPEM. An existing file is replaced, not merged.
+func Write(path, server string, caPEM, certPEM, keyPEM []byte, user string) error {
+	if server == "" || user == "" {
+		return errors.New("kubeconfig: server and user must be set")
+	}
+	cfg := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server = server
+	cluster.CertificateAuthorityData = caPEM
+	cfg.Clusters[ContextName] = cluster
+
+	auth := clientcmdapi.NewAuthInfo()
+	auth.ClientCertificateData = certPEM
+	auth.ClientKeyData = keyPEM
+	cfg.AuthInfos[user] = auth
+
+	ctx := clientcmdapi.NewContext()
+	ctx.Cluster = ContextName
+	ctx.AuthInfo = user
+	cfg.Contexts[ContextName] = ctx
+	cfg.CurrentContext = ContextName
+
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("kubeconfig: write %s: %w", path, err)
+	}
+	return nil
+}

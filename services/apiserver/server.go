@@ -1,0 +1,310 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cairn-dev/cairn/projections/logwatch"
+	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/services/apiserver/storage"
+)
+
+// Config is everything the apiserver needs. Store, Registry and Hub are
+// required.
+type Config struct {
+	// Listen is host:port; empty means 127.0.0.1:6443.
+	Listen string
+	// TLS is the serving configuration (certificate, client CAs). Nil serves
+	// plain HTTP, for tests only.
+	TLS *tls.Config
+
+	Store    *storage.Store
+	Registry *schemas.Registry
+	// Hub serves watches from the log.
+	Hub *logwatch.Hub
+
+	Authenticator Authenticator
+	Authorizer    Authorizer
+	// Admission runs, in order, after decoding and before validation.
+	Admission []AdmissionPlugin
+	// Discovery serves /api, /apis and the group-version documents.
+	Discovery http.Handler
+	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).
+	Extra map[string]http.Handler
+	// Metrics registers the request metrics; nil uses a private registry.
+	Metrics *prometheus.Registry
+	// Ready reports readiness of dependencies for /readyz.
+	Ready func(ctx context.Context) error
+	// Version is served on /version.
+	Version VersionInfo
+
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the Kubernetes-compatible API server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *storage.Store
+	reg     *schemas.Registry
+	hub     *logwatch.Hub
+	mux     *http.ServeMux
+	metrics *requestMetrics
+	now     func() time.Time
+	nsCache *namespaceCache
+
+	// watches tracks open watch handlers so Run can wait for them.
+	watches sync.WaitGroup
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Registry == nil || cfg.Hub == nil {
+		return nil, errors.New("apiserver: Store, Registry and Hub are required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:6443"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = X509Authenticator{}
+	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer = DefaultAuthorizer{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   cfg.Log,
+		store: cfg.Store,
+		reg:   cfg.Registry,
+		hub:   cfg.Hub,
+		mux:   http.NewServeMux(),
+		now:   cfg.Now,
+	}
+	s.nsCache = newNamespaceCache(s.store, 2*time.Second, cfg.Now)
+	m, err := newRequestMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/healthz", s.health(false))
+	s.mux.HandleFunc("/livez", s.health(false))
+	s.mux.HandleFunc("/readyz", s.health(true))
+	s.mux.HandleFunc("/version", s.version)
+	s.mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{}))
+	for p, h := range s.cfg.Extra {
+		s.mux.Handle(p, h)
+	}
+	if s.cfg.Discovery != nil {
+		s.mux.Handle("/api", s.cfg.Discovery)
+		s.mux.Handle("/apis", s.cfg.Discovery)
+	}
+	s.mux.HandleFunc("/api/", s.serveAPI)
+	s.mux.HandleFunc("/apis/", s.serveAPI)
+}
+
+// Handler is the full handler chain: audit id, authentication,
+// authorization, metrics, then routing.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		auditID := r.Header.Get("Audit-ID")
+		if auditID == "" {
+			auditID = uuid.NewString()
+		}
+		w.Header().Set("Audit-Id", auditID)
+		info := parseRequestInfo(r)
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			if info.Verb != "watch" {
+				s.metrics.observe(info, rec.code, time.Since(start))
+			}
+		}()
+
+		u, ok, err := s.cfg.Authenticator.Authenticate(r)
+		switch {
+		case err != nil:
+			writeStatus(rec, apierrors.NewUnauthorized(err.Error()))
+			return
+		case !ok && publicPath(r.URL.Path):
+			u = User{User: UserAnonymous, Groups: []string{"system:unauthenticated"}}
+		case !ok:
+			writeStatus(rec, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		default:
+			u.Groups = appendIfMissing(u.Groups, GroupAuthenticated)
+		}
+		attrs := Attributes{User: u, Verb: info.Verb, Path: r.URL.Path}
+		if info.IsResourceRequest {
+			attrs = Attributes{User: u, Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
+				Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name}
+		}
+		if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
+			writeStatus(rec, forbidden(info, u, reason))
+			return
+		}
+		ctx := context.WithValue(r.Context(), userKey, u)
+		ctx = context.WithValue(ctx, infoKey, info)
+		ctx = context.WithValue(ctx, auditKey, auditID)
+		s.mux.ServeHTTP(rec, r.WithContext(ctx))
+	})
+}
+
+func forbidden(info requestInfo, u User, reason string) error {
+	if !info.IsResourceRequest {
+		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("User %q cannot %s path %q", u.User, info.Verb, info.Path))
+	}
+	res := info.Resource
+	if info.Subresource != "" {
+		res += "/" + info.Subresource
+	}
+	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q", u.User, info.Verb, res, info.APIGroup)
+	if info.Namespace != "" {
+		msg += fmt.Sprintf(" in the namespace %q", info.Namespace)
+	} else {
+		msg += " at the cluster scope"
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name, errors.New(msg))
+}
+
+func appendIfMissing(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// Run serves until ctx is done, then shuts down gracefully (open watches are
+// closed). ready is called once the listener is bound.
+func (s *Server) Run(ctx context.Context, ready func()) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("apiserver: listen %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, ln, ready)
+}
+
+// Serve is Run on an existing listener.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func()) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if s.cfg.TLS != nil {
+		srv.TLSConfig = s.cfg.TLS
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready()
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("apiserver: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutCtx)
+	<-errc
+	s.watches.Wait()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("apiserver: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) health(readiness bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if readiness && s.cfg.Ready != nil {
+			if err := s.cfg.Ready(r.Context()); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "[-]log failed: %v\nreadyz check failed\n", err)
+				return
+			}
+		}
+		if r.URL.Query().Has("verbose") {
+			name := strings.TrimPrefix(r.URL.Path, "/")
+			fmt.Fprintf(w, "[+]ping ok\n[+]etcd ok\n[+]log ok\n%s check passed\n", name)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+}
+
+// VersionInfo is what /version serves (k8s.io/apimachinery/pkg/version.Info
+// shape).
+type VersionInfo struct {
+	Major        string `json:"major"`
+	Minor        string `json:"minor"`
+	GitVersion   string `json:"gitVersion"`
+	GitCommit    string `json:"gitCommit"`
+	GitTreeState string `json:"gitTreeState"`
+	BuildDate    string `json:"buildDate"`
+	GoVersion    string `json:"goVersion"`
+	Compiler     string `json:"compiler"`
+	Platform     string `json:"platform"`
+}
+
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.cfg.Version)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code    int
+	written bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.written {
+		r.code, r.written = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,231 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/cairn-dev/cairn/events"
+)
+
+// Sentinel errors. Check them with errors.Is.
+var (
+	ErrNotFound = errors.New("storage: not found")
+	ErrExists   = errors.New("storage: already exists")
+	ErrConflict = errors.New("storage: revision conflict")
+	// ErrCompacted means the requested revision was compacted away.
+	ErrCompacted = errors.New("storage: revision compacted")
+)
+
+// KV is one stored object.
+type KV struct {
+	Key   string
+	Value []byte
+	// Revision is the key's ModRevision: the object's resourceVersion.
+	Revision       events.Revision
+	CreateRevision events.Revision
+}
+
+// Store is the etcd-backed object store.
+type Store struct {
+	cli *clientv3.Client
+}
+
+// New returns a Store on an etcd client.
+func New(cli *clientv3.Client) *Store { return &Store{cli: cli} }
+
+// Client is the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Key builds the etcd key of an object. An empty name gives the prefix of
+// the collection (ending in "/").
+func Key(group, resource, namespace, name string) string {
+	g := group
+	if g == "" {
+		g = "core"
+	}
+	k := events.RegistryPrefix + g + "/" + resource + "/"
+	if namespace != "" {
+		k += namespace + "/"
+	}
+	return k + name
+}
+
+func metaOp(key string, meta *events.WriteMeta) (clientv3.Op, error) {
+	meta.Key = key
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return clientv3.Op{}, fmt.Errorf("storage: encode write meta: %w", err)
+	}
+	return clientv3.OpPut(events.MetaKey, string(b)), nil
+}
+
+// Get reads one object.
+func (s *Store) Get(ctx context.Context, key string) (KV, error) {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return KV{}, fmt.Errorf("storage: get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return KV{Revision: events.Revision(resp.Header.Revision)}, ErrNotFound
+	}
+	kv := resp.Kvs[0]
+	return KV{Key: key, Value: kv.Value, Revision: events.Revision(kv.ModRevision), CreateRevision: events.Revision(kv.CreateRevision)}, nil
+}
+
+// Create stores a new object; ErrExists if the key is taken.
+func (s *Store) Create(ctx context.Context, key string, value []byte, meta *events.WriteMeta) (events.Revision, error) {
+	mop, err := metaOp(key, meta)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(value)), mop).
+		Commit()
+	if err != nil {
+		return 0, fmt.Errorf("storage: create %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrExists
+	}
+	return events.Revision(resp.Header.Revision), nil
+}
+
+// Update replaces an object if its revision is still expect. On ErrConflict
+// (or ErrNotFound) the returned KV is the current state.
+func (s *Store) Update(ctx context.Context, key string, value []byte, expect events.Revision, meta *events.WriteMeta) (events.Revision, KV, error) {
+	mop, err := metaOp(key, meta)
+	if err != nil {
+		return 0, KV{}, err
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
+		Then(clientv3.OpPut(key, string(value)), mop).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return 0, KV{}, fmt.Errorf("storage: update %s: %w", key, err)
+	}
+	if resp.Succeeded {
+		return events.Revision(resp.Header.Revision), KV{}, nil
+	}
+	return 0, current(key, resp), conflictOrNotFound(resp)
+}
+
+// Delete removes an object if its revision is still expect.
+func (s *Store) Delete(ctx context.Context, key string, expect events.Revision, meta *events.WriteMeta) (events.Revision, KV, error) {
+	mop, err := metaOp(key, meta)
+	if err != nil {
+		return 0, KV{}, err
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
+		Then(clientv3.OpDelete(key), mop).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return 0, KV{}, fmt.Errorf("storage: delete %s: %w", key, err)
+	}
+	if resp.Succeeded {
+		return events.Revision(resp.Header.Revision), KV{}, nil
+	}
+	return 0, current(key, resp), conflictOrNotFound(resp)
+}
+
+func current(key string, resp *clientv3.TxnResponse) KV {
+	if len(resp.Responses) == 0 {
+		return KV{}
+	}
+	r := resp.Responses[0].GetResponseRange()
+	if r == nil || len(r.Kvs) == 0 {
+		return KV{}
+	}
+	kv := r.Kvs[0]
+	return KV{Key: key, Value: kv.Value, Revision: events.Revision(kv.ModRevision), CreateRevision: events.Revision(kv.CreateRevision)}
+}
+
+func conflictOrNotFound(resp *clientv3.TxnResponse) error {
+	if len(resp.Responses) > 0 {
+		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+			return ErrConflict
+		}
+	}
+	return ErrNotFound
+}
+
+// ListOptions selects a page of a collection.
+type ListOptions struct {
+	// Limit is the page size; 0 means everything.
+	Limit int64
+	// StartKey continues a previous page (inclusive).
+	StartKey string
+	// Revision reads at a past revision; 0 means now.
+	Revision events.Revision
+}
+
+// ListResult is one page.
+type ListResult struct {
+	Items []KV
+	// Revision the page was read at.
+	Revision events.Revision
+	// NextKey is where the next page starts; empty when there is none.
+	NextKey string
+	// Remaining counts the items after this page.
+	Remaining int64
+}
+
+// List reads a page of the keys under prefix in key order.
+func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (ListResult, error) {
+	start := prefix
+	if opts.StartKey != "" {
+		if !strings.HasPrefix(opts.StartKey, prefix) {
+			return ListResult{}, fmt.Errorf("storage: continue key %q outside %q", opts.StartKey, prefix)
+		}
+		start = opts.StartKey
+	}
+	ops := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix))}
+	if opts.Limit > 0 {
+		ops = append(ops, clientv3.WithLimit(opts.Limit))
+	}
+	if opts.Revision > 0 {
+		ops = append(ops, clientv3.WithRev(int64(opts.Revision)))
+	}
+	resp, err := s.cli.Get(ctx, start, ops...)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return ListResult{}, fmt.Errorf("storage: list %s at %d: %w", prefix, opts.Revision, ErrCompacted)
+		}
+		return ListResult{}, fmt.Errorf("storage: list %s: %w", prefix, err)
+	}
+	res := ListResult{Revision: events.Revision(resp.Header.Revision), Items: make([]KV, 0, len(resp.Kvs))}
+	if opts.Revision > 0 {
+		res.Revision = opts.Revision
+	}
+	for _, kv := range resp.Kvs {
+		res.Items = append(res.Items, KV{Key: string(kv.Key), Value: kv.Value, Revision: events.Revision(kv.ModRevision), CreateRevision: events.Revision(kv.CreateRevision)})
+	}
+	if resp.More && len(resp.Kvs) > 0 {
+		res.NextKey = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		res.Remaining = resp.Count - int64(len(resp.Kvs))
+		if opts.StartKey != "" {
+			// Count is of the range from StartKey, which is what remains.
+			res.Remaining = resp.Count - int64(len(resp.Kvs))
+		}
+	}
+	return res, nil
+}
+
+// Head returns the current etcd revision.
+func (s *Store) Head(ctx context.Context) (events.Revision, error) {
+	resp, err := s.cli.Get(ctx, events.MetaKey)
+	if err != nil {
+		return 0, fmt.Errorf("storage: head: %w", err)
+	}
+	return events.Revision(resp.Header.Revision), nil
+}

@@ -1,0 +1,281 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/services/apiserver/storage"
+)
+
+// mutateFunc computes the desired object from the current one (a private
+// copy; nil when the object does not exist and create-on-update applies).
+type mutateFunc func(cur schemas.Object) (schemas.Object, error)
+
+type updateOpts struct {
+	verb string
+	// preconditionRV makes a stale resourceVersion in the desired object a
+	// 409 instead of a retry (PUT with a resourceVersion).
+	preconditionRV bool
+}
+
+const maxUpdateRetries = 20
+
+var errConflictMsg = errors.New("the object has been modified; please apply your changes to the latest version and try again")
+
+// guaranteedUpdate reads, mutates and compare-and-swaps until it succeeds,
+// as kube's GuaranteedUpdate does. A write that changes nothing is not
+// committed (and so produces no event).
+func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (schemas.Object, int, error) {
+	key, name := q.key(), q.info.Name
+	for attempt := 0; attempt < maxUpdateRetries; attempt++ {
+		kv, err := s.store.Get(q.ctx(), key)
+		if errors.Is(err, storage.ErrNotFound) {
+			if q.res.AllowCreateOnUpdate() && q.info.Subresource == "" {
+				obj, err := mutate(nil)
+				if err != nil {
+					return nil, 0, err
+				}
+				obj.SetResourceVersion("")
+				out, err := s.createObject(q, obj)
+				return out, http.StatusCreated, err
+			}
+			return nil, 0, apierrors.NewNotFound(q.res.GroupResource(), name)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		cur, err := decodeStored(q.res, kv)
+		if err != nil {
+			return nil, 0, err
+		}
+		desired, err := mutate(deepCopy(cur))
+		if err != nil {
+			return nil, 0, err
+		}
+		userRV := desired.GetResourceVersion()
+		if userRV != "" && userRV != cur.GetResourceVersion() {
+			return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, errConflictMsg)
+		}
+		out, done, err := s.commitUpdate(q, kv, cur, desired)
+		if err != nil {
+			if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+				if o.preconditionRV && userRV != "" {
+					return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, errConflictMsg)
+				}
+				continue
+			}
+			return nil, 0, err
+		}
+		if done {
+			return out, http.StatusOK, nil
+		}
+	}
+	return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, fmt.Errorf("too many concurrent updates: %w", errConflictMsg))
+}
+
+// commitUpdate applies the update strategy to desired and commits it.
+func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Object) (schemas.Object, bool, error) {
+	if desired.GetName() != q.info.Name {
+		return nil, false, errBadRequest("the name of the object (%s) does not match the name on the URL (%s)", desired.GetName(), q.info.Name)
+	}
+	if err := checkNamespace(q, desired); err != nil {
+		return nil, false, err
+	}
+	if desired.GetUID() == "" {
+		desired.SetUID(cur.GetUID())
+	}
+	desired.SetCreationTimestamp(cur.GetCreationTimestamp())
+	desired.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	desired.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	desired.SetGeneration(cur.GetGeneration())
+	desired.SetManagedFields(nil)
+	desired.SetSelfLink("")
+	if desired.GetResourceVersion() == "" {
+		// An unconditional update: validation wants the version it updates.
+		desired.SetResourceVersion(cur.GetResourceVersion())
+	}
+	if q.res.Default != nil {
+		q.res.Default(desired)
+	}
+	// A binding is built by the server itself; pod-spec immutability does
+	// not apply to spec.nodeName set through it.
+	trusted := q.info.Subresource == "binding"
+	if trusted {
+	} else if q.info.Subresource == "status" {
+		if q.res.PrepareForStatusUpdate != nil {
+			q.res.PrepareForStatusUpdate(desired, cur)
+		}
+	} else if q.res.PrepareForUpdate != nil {
+		q.res.PrepareForUpdate(desired, cur)
+	}
+	ar := &AdmissionRequest{Resource: q.res, Subresource: q.info.Subresource, Operation: "UPDATE", Namespace: q.info.Namespace,
+		Name: q.info.Name, Object: desired, OldObject: cur, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
+	if err := s.admit(q.ctx(), ar); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case trusted:
+	case q.info.Subresource == "status":
+		if errs := q.res.ValidateStatus(desired, cur); len(errs) > 0 {
+			return nil, false, invalid(q.res, q.info.Name, errs)
+		}
+	case q.res.ValidateUpdate != nil:
+		if errs := q.res.ValidateUpdate(desired, cur); len(errs) > 0 {
+			return nil, false, invalid(q.res, q.info.Name, errs)
+		}
+	}
+	if cur.GetDeletionTimestamp() != nil && hasNewFinalizer(cur.GetFinalizers(), desired.GetFinalizers()) {
+		return nil, false, apierrors.NewForbidden(q.res.GroupResource(), q.info.Name, errors.New("no new finalizers can be added if the object is being deleted"))
+	}
+	if isDryRun(q) {
+		return desired, true, nil
+	}
+	if shouldDeleteDuringUpdate(desired) {
+		rev, _, err := s.store.Delete(q.ctx(), kv.Key, kv.Revision, s.newWriteMeta(q, "delete"))
+		if err != nil {
+			return nil, false, err
+		}
+		desired.SetResourceVersion(rev.String())
+		return desired, true, nil
+	}
+	val, err := encodeStored(desired, q.res.GVK())
+	if err != nil {
+		return nil, false, err
+	}
+	if bytes.Equal(val, kv.Value) {
+		return cur, true, nil
+	}
+	rev, _, err := s.store.Update(q.ctx(), kv.Key, val, kv.Revision, s.newWriteMeta(q, q.info.Verb))
+	if err != nil {
+		return nil, false, err
+	}
+	desired.SetResourceVersion(rev.String())
+	return desired, true, nil
+}
+
+// shouldDeleteDuringUpdate: an object being deleted whose last finalizer was
+// just removed and whose grace period is over goes away (kube's
+// ShouldDeleteDuringUpdate).
+func shouldDeleteDuringUpdate(obj schemas.Object) bool {
+	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	g := obj.GetDeletionGracePeriodSeconds()
+	return g == nil || *g == 0
+}
+
+func hasNewFinalizer(old, cur []string) bool {
+	have := map[string]bool{}
+	for _, f := range old {
+		have[f] = true
+	}
+	for _, f := range cur {
+		if !have[f] {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) update(q *request) {
+	body, err := readBody(q.r)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	obj, err := decodeObject(q.res, body, strictFields(q))
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	if q.res.Plural == "namespaces" && obj.GetName() == "" {
+		obj.SetName(q.info.Name)
+	}
+	out, code, err := s.guaranteedUpdate(q, func(schemas.Object) (schemas.Object, error) {
+		return deepCopy(obj), nil
+	}, updateOpts{verb: "update", preconditionRV: true})
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	s.respondObject(q, code, out)
+}
+
+func (s *Server) patch(q *request) {
+	pt := mediaType(q.r.Header.Get("Content-Type"))
+	switch pt {
+	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
+	default:
+		writeStatus(q.w, errUnsupportedMedia(pt))
+		return
+	}
+	body, err := readBody(q.r)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	mutate := func(cur schemas.Object) (schemas.Object, error) {
+		if cur == nil {
+			return nil, apierrors.NewNotFound(q.res.GroupResource(), q.info.Name)
+		}
+		patched, err := applyPatch(q.res, pt, cur, body)
+		if err != nil {
+			return nil, err
+		}
+		return decodeObject(q.res, patched, strictFields(q))
+	}
+	out, _, err := s.guaranteedUpdate(q, mutate, updateOpts{verb: "patch"})
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	s.respondObject(q, http.StatusOK, out)
+}
+
+func applyPatch(res *schemas.Resource, pt string, cur schemas.Object, patch []byte) ([]byte, error) {
+	orig, err := json.Marshal(cur)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	switch pt {
+	case "application/json-patch+json":
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, errBadRequest("error decoding json patch: %v", err)
+		}
+		out, err = p.Apply(orig)
+		if err != nil {
+			return nil, patchError(res, cur.GetName(), err)
+		}
+	case "application/merge-patch+json":
+		if !json.Valid(patch) {
+			return nil, errBadRequest("error decoding merge patch: invalid JSON")
+		}
+		out, err = jsonpatch.MergePatch(orig, patch)
+		if err != nil {
+			return nil, patchError(res, cur.GetName(), err)
+		}
+	default:
+		if !json.Valid(patch) {
+			return nil, errBadRequest("error decoding strategic merge patch: invalid JSON")
+		}
+		out, err = strategicpatch.StrategicMergePatch(orig, patch, res.New())
+		if err != nil {
+			return nil, patchError(res, cur.GetName(), err)
+		}
+	}
+	return out, nil
+}
+
+func patchError(res *schemas.Resource, name string, err error) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", res.GroupResource(), name, err.Error(), 0, false)
+}

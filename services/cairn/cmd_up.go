@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/cairn-dev/cairn/services/cairn/up"
+)
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg      up.Config
+		etcd     listFlag
+		hosts    listFlag
+		logLevel string
+	)
+	fs := newFlagSet("up", stderr)
+	fs.StringVar(&cfg.DataDir, "data-dir", "./.cairn", "directory for all state (etcd, NATS, PKI, kubeconfig)")
+	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of an external etcd; empty runs an embedded etcd")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "URL of an external NATS server; empty runs an embedded one")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "address the apiserver listens on")
+	fs.Var(&hosts, "tls-san", "comma-separated extra names or addresses for the apiserver certificate")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	cfg.EtcdEndpoints = etcd
+	cfg.Hosts = hosts
+
+	log, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
+	}
+	return up.Run(ctx, log, stdout, cfg)
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets a test run this test binary as the cairn binary: with
+// CAIRN_TEST_MAIN=1 it behaves as main.
+func TestMain(m *testing.M) {
+	if os.Getenv("CAIRN_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{name: "no command", args: nil, wantCode: 2, wantStderr: "usage: cairn <command>"},
+		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "usage: cairn <command>"},
+		{name: "unknown", args: []string{"frobnicate"}, wantCode: 2, wantStderr: `unknown command "frobnicate"`},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantStdout: "cairn "},
+		{name: "version stray arg", args: []string{"version", "x"}, wantCode: 2, wantStderr: "unexpected arguments: x"},
+		{name: "up help", args: []string{"up", "-h"}, wantCode: 0, wantStderr: "-data-dir"},
+		{name: "up bad flag", args: []string{"up", "--bogus"}, wantCode: 2, wantStderr: "flag provided but not defined"},
+		{name: "up bad log level", args: []string{"up", "--data-dir", "DATA", "--log-level", "loud"}, wantCode: 1, wantStderr: `log level "loud"`},
+		{name: "up bad listen", args: []string{"up", "--data-dir", "DATA", "--listen", "6443"}, wantCode: 1, wantStderr: `listen address "6443"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := make([]string, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = strings.ReplaceAll(a, "DATA", dir)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), args, &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestListFlag(t *testing.T) {
+	var l listFlag
+	for _, s := range []string{"http://a:2379, http://b:2379", "", "http://c:2379"} {
+		if err := l.Set(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := l.String(), "http://a:2379,http://b:2379,http://c:2379"; got != want {
+		t.Errorf("list = %q, want %q", got, want)
+	}
+}
+
+// TestUpStopsOnSignal runs `cairn up` as a real process, waits until it is
+// up, sends SIGINT and expects a clean exit.
+func TestUpStopsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "up", "--data-dir", dir, "--listen", "127.0.0.1:16443")
+			cmd.Env = append(os.Environ(), "CAIRN_TEST_MAIN=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+				if strings.HasPrefix(sc.Text(), "cairn up:") {
+					break
+				}
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("cairn up exited with %v\nstdout:\n%s\nstderr:\n%s", err, strings.Join(lines, "\n"), stderr.String())
+			}
+			if len(lines) < 2 || !strings.HasPrefix(lines[0], "pki ready") || !strings.HasPrefix(lines[1], "kubeconfig written") {
+				t.Errorf("stdout = %q", lines)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

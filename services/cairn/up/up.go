@@ -1,0 +1,151 @@
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/supervisor"
+)
+
+// ErrLocked means another process runs on the same data directory.
+var ErrLocked = errors.New("up: data directory in use")
+
+// Config is what `cairn up` is told on its command line.
+type Config struct {
+	// DataDir holds all state; created if missing.
+	DataDir string
+	// Listen is the apiserver's address, host:port.
+	Listen string
+	// EtcdEndpoints are the client URLs of an external etcd cluster; empty
+	// runs an embedded etcd under DataDir.
+	EtcdEndpoints []string
+	// NATSURL is the URL of an external NATS cluster; empty runs an
+	// embedded NATS server with JetStream under DataDir.
+	NATSURL string
+	// Hosts are extra names and addresses for the apiserver's serving
+	// certificate.
+	Hosts []string
+}
+
+// Paths is the layout of a data directory. All fields are absolute.
+type Paths struct {
+	Root       string
+	Lock       string // held exclusively while a cairn process runs on Root
+	PKI        string // see package pki
+	Kubeconfig string // the admin kubeconfig
+	Etcd       string // the embedded etcd's data
+	NATS       string // the embedded NATS server's JetStream store
+}
+
+// PathsOf returns the layout of the data directory dir.
+func PathsOf(dir string) (Paths, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return Paths{}, fmt.Errorf("up: data dir: %w", err)
+	}
+	return Paths{
+		Root:       root,
+		Lock:       filepath.Join(root, "lock"),
+		PKI:        filepath.Join(root, "pki"),
+		Kubeconfig: filepath.Join(root, "kubeconfig"),
+		Etcd:       filepath.Join(root, "etcd"),
+		NATS:       filepath.Join(root, "nats"),
+	}, nil
+}
+
+// Run brings the cluster up, prints a line to out as each part becomes
+// ready, and blocks until ctx is cancelled or a service fails; then it stops
+// everything in reverse order and returns. It returns nil after a clean stop
+// on cancellation.
+func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error {
+	paths, err := PathsOf(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(paths.Root, 0o700); err != nil {
+		return fmt.Errorf("up: data dir: %w", err)
+	}
+	unlock, err := lock(paths.Lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	server, hosts, err := apiserverURL(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	p, err := pki.Load(paths.PKI, append(hosts, cfg.Hosts...))
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	fmt.Fprintf(out, "pki ready (%s)\n", paths.PKI)
+
+	if err := kubeconfig.Write(paths.Kubeconfig, server, p.CAPEM, p.AdminCertPEM, p.AdminKeyPEM, pki.AdminUser); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	fmt.Fprintf(out, "kubeconfig written (%s)\n", paths.Kubeconfig)
+
+	svcs := services(cfg, paths, p, log, out)
+	opts := supervisor.Options{
+		Log: log,
+		OnReady: func(name, detail string) {
+			if detail == "" {
+				fmt.Fprintf(out, "%s ready\n", name)
+				return
+			}
+			fmt.Fprintf(out, "%s ready (%s)\n", name, detail)
+		},
+		OnAllReady: func() {
+			if len(svcs) == 0 {
+				fmt.Fprintln(out, "cairn up: no services are wired in yet; waiting for a signal")
+				return
+			}
+			fmt.Fprintf(out, "cairn up: all %d services ready; export KUBECONFIG=%s\n", len(svcs), paths.Kubeconfig)
+		},
+	}
+	if err := supervisor.Run(ctx, opts, svcs...); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
+
+// apiserverURL returns the URL clients use to reach an apiserver listening
+// on listen, and the hosts its serving certificate must cover for that. A
+// wildcard listen address is reached on loopback.
+func apiserverURL(listen string) (url string, hosts []string, err error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("up: listen address %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, port), []string{host}, nil
+}
+
+// lock takes an exclusive, non-blocking flock on path. The kernel drops it
+// when the process dies, so a crash never leaves a stale lock.
+func lock(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("up: lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("up: %s: %w", filepath.Dir(path), ErrLocked)
+		}
+		return nil, fmt.Errorf("up: lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,288 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/projections/logwatch"
+	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/discovery"
+	"github.com/cairn-dev/cairn/schemas/openapi"
+	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/embedded"
+)
+
+// Config configures a control plane.
+type Config struct {
+	// DataDir holds the embedded etcd (etcd/) and NATS (nats/) state.
+	DataDir string
+	// EtcdEndpoints use an external etcd instead of the embedded one.
+	EtcdEndpoints []string
+	// NATSURL uses an external NATS server instead of the embedded one.
+	NATSURL string
+	// StreamReplicas for the log streams (3 on a NATS cluster).
+	StreamReplicas int
+	// Listener serves the apiserver; nil listens on Listen.
+	Listener net.Listener
+	Listen   string
+	// TLS serves HTTPS; nil serves plain HTTP (tests only).
+	TLS           *tls.Config
+	Authenticator apiserver.Authenticator
+	Admission     []apiserver.AdmissionPlugin
+	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
+	NoFsync bool
+	// CompactInterval for etcd compaction behind the log; 0 means 5m.
+	CompactInterval time.Duration
+	// OnReady is called as each component becomes ready.
+	OnReady func(component, detail string)
+	Log     *slog.Logger
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	Etcd      *clientv3.Client
+	NATS      *nats.Conn
+	JS        jetstream.JetStream
+	Store     *storage.Store
+	Hub       *logwatch.Hub
+	Publisher *events.Publisher
+	Server    *apiserver.Server
+	Registry  *schemas.Registry
+	Metrics   *prometheus.Registry
+	// Addr is the apiserver's listen address.
+	Addr string
+
+	embEtcd *embedded.Etcd
+	embNATS *embedded.NATS
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errc    chan error
+	closers []func()
+}
+
+// Start starts every component and returns once the apiserver serves.
+func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	ready := cfg.OnReady
+	if ready == nil {
+		ready = func(string, string) {}
+	}
+	cp := &ControlPlane{errc: make(chan error, 8), Metrics: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			cp.Close()
+		}
+	}()
+	if err := cp.startEtcd(ctx, cfg, ready); err != nil {
+		return nil, err
+	}
+	if err := cp.startNATS(cfg, ready); err != nil {
+		return nil, err
+	}
+	if err := events.EnsureStreams(ctx, cp.JS, events.StreamConfig{Replicas: cfg.StreamReplicas}); err != nil {
+		return nil, fmt.Errorf("controlplane: streams: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	cp.cancel = cancel
+	cp.Publisher = events.NewPublisher(cp.Etcd, cp.JS, events.PublisherConfig{Registerer: cp.Metrics}, cfg.Log)
+	cp.goRun("publisher", func() error { return cp.Publisher.Run(runCtx) })
+	comp := events.NewCompactor(cp.Etcd, cp.JS, events.CompactorConfig{Interval: cfg.CompactInterval}, cfg.Log)
+	cp.goRun("compactor", func() error { return comp.Run(runCtx) })
+	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
+
+	cp.Hub = logwatch.NewHub(cp.JS, logwatch.Config{}, cfg.Log.With("component", "hub"))
+	cp.goRun("hub", func() error { return cp.Hub.Run(runCtx) })
+
+	cp.Registry = schemas.NewRegistry()
+	cp.Store = storage.New(cp.Etcd)
+	oapi, err := openapi.Handler(cp.Registry.All())
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: openapi: %w", err)
+	}
+	srv, err := apiserver.New(apiserver.Config{
+		TLS:           cfg.TLS,
+		Store:         cp.Store,
+		Registry:      cp.Registry,
+		Hub:           cp.Hub,
+		Authenticator: cfg.Authenticator,
+		Admission:     cfg.Admission,
+		Discovery:     discovery.Handler(cp.Registry.All()),
+		Extra:         map[string]http.Handler{"/openapi/": oapi},
+		Metrics:       cp.Metrics,
+		Ready:         cp.ready,
+		Version:       Version(),
+		Log:           cfg.Log.With("component", "apiserver"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cp.Server = srv
+	if err := Bootstrap(ctx, cp.Store, cp.Registry); err != nil {
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		listen := cfg.Listen
+		if listen == "" {
+			listen = "127.0.0.1:6443"
+		}
+		if ln, err = net.Listen("tcp", listen); err != nil {
+			return nil, fmt.Errorf("controlplane: listen: %w", err)
+		}
+	}
+	cp.Addr = ln.Addr().String()
+	served := make(chan struct{})
+	cp.goRun("apiserver", func() error { return srv.Serve(runCtx, ln, func() { close(served) }) })
+	select {
+	case <-served:
+	case err := <-cp.errc:
+		return nil, err
+	}
+	ready("apiserver", cp.Addr)
+	return cp, nil
+}
+
+func (cp *ControlPlane) goRun(name string, f func() error) {
+	cp.wg.Add(1)
+	go func() {
+		defer cp.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
+			select {
+			case cp.errc <- fmt.Errorf("%s: %w", name, err):
+			default:
+			}
+		}
+	}()
+}
+
+// Err reports the first fatal error of a running component.
+func (cp *ControlPlane) Err() <-chan error { return cp.errc }
+
+func (cp *ControlPlane) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := cp.Etcd.Get(ctx, events.MetaKey); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	if !cp.NATS.IsConnected() {
+		return errors.New("nats: not connected")
+	}
+	return nil
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context, cfg Config, ready func(string, string)) error {
+	endpoints := cfg.EtcdEndpoints
+	detail := ""
+	if len(endpoints) == 0 {
+		dir := filepath.Join(cfg.DataDir, "etcd")
+		e, err := embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: dir, NoFsync: cfg.NoFsync})
+		if err != nil {
+			return err
+		}
+		cp.embEtcd = e
+		endpoints = []string{e.Endpoint()}
+		detail = "embedded, " + dir
+	} else {
+		detail = fmt.Sprint(endpoints)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:          endpoints,
+		DialTimeout:        10 * time.Second,
+		MaxCallSendMsgSize: embedded.MaxRequestBytes,
+		MaxCallRecvMsgSize: 256 << 20,
+		Logger:             zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("controlplane: etcd client: %w", err)
+	}
+	cp.Etcd = cli
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cli.Get(cctx, events.MetaKey); err != nil {
+		return fmt.Errorf("controlplane: etcd %v: %w", endpoints, err)
+	}
+	ready("etcd", detail)
+	return nil
+}
+
+func (cp *ControlPlane) startNATS(cfg Config, ready func(string, string)) error {
+	var nc *nats.Conn
+	var err error
+	detail := cfg.NATSURL
+	if cfg.NATSURL == "" {
+		dir := filepath.Join(cfg.DataDir, "nats")
+		n, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: dir, Port: -1})
+		if err != nil {
+			return err
+		}
+		cp.embNATS = n
+		nc, err = n.Connect(nats.Name("cairn"))
+		if err != nil {
+			return err
+		}
+		detail = "embedded JetStream, " + dir + ", " + n.URL()
+	} else {
+		nc, err = nats.Connect(cfg.NATSURL, nats.Name("cairn"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("controlplane: nats %s: %w", cfg.NATSURL, err)
+		}
+	}
+	cp.NATS = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("controlplane: jetstream: %w", err)
+	}
+	cp.JS = js
+	ready("nats", detail)
+	return nil
+}
+
+// NATSURL is the client URL of the NATS server in use.
+func (cp *ControlPlane) NATSURL() string { return cp.NATS.ConnectedUrl() }
+
+// Close stops everything in reverse order and waits.
+func (cp *ControlPlane) Close() {
+	if cp.cancel != nil {
+		cp.cancel()
+	}
+	cp.wg.Wait()
+	if cp.NATS != nil {
+		cp.NATS.Close()
+	}
+	if cp.embNATS != nil {
+		cp.embNATS.Close()
+	}
+	if cp.Etcd != nil {
+		cp.Etcd.Close()
+	}
+	if cp.embEtcd != nil {
+		cp.embEtcd.Close()
+	}
+}
+
+// Version is what /version reports.
+func Version() apiserver.VersionInfo {
+	return apiserver.VersionInfo{
+		Major: "1", Minor: "37", GitVersion: "v1.37.2-cairn", GitTreeState: "clean",
+		GoVersion: runtime.Version(), Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}
