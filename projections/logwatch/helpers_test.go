@@ -66,7 +66,7 @@ func newEnv(t testing.TB) *env {
 					continue
 				}
 				for ci := range s.ListConsumers(context.Background()).Info() {
-					t.Logf("DBG left consumer %s on %s: %+v created %v", ci.Name, name, ci.Config, ci.Created)
+					t.Logf("consumer left %s on %s: %+v created %v", ci.Name, name, ci.Config, ci.Created)
 				}
 			}
 			t.Error(err)

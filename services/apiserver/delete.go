@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,6 +31,12 @@ func deleteOptions(q *request) (metav1.DeleteOptions, error) {
 		}
 	}
 	v := q.r.URL.Query()
+	if slices.Contains(o.DryRun, metav1.DryRunAll) && !isDryRun(q) {
+		// client-go sends dryRun in the DeleteOptions body; isDryRun reads
+		// the query.
+		v.Add("dryRun", metav1.DryRunAll)
+		q.r.URL.RawQuery = v.Encode()
+	}
 	if g := v.Get("gracePeriodSeconds"); g != "" {
 		n, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {

@@ -138,9 +138,12 @@ func (s *Server) respondObject(q *request, code int, obj schemas.Object) {
 func partialMeta(obj schemas.Object) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.Kind, m.APIVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
-	acc, _ := meta.Accessor(obj)
-	if om, ok := acc.(*metav1.ObjectMeta); ok {
-		m.ObjectMeta = *om.DeepCopy()
+	// meta.Accessor returns the object itself for typed objects, so ask for
+	// the embedded ObjectMeta explicitly.
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			m.ObjectMeta = *om.DeepCopy()
+		}
 	}
 	return m
 }
@@ -150,7 +153,7 @@ func selectors(q *request) (labels.Selector, fields.Selector, error) {
 	v := q.r.URL.Query()
 	ls, err := labels.Parse(v.Get("labelSelector"))
 	if err != nil {
-		return nil, nil, errBadRequest("unable to parse requirement: %v", err)
+		return nil, nil, errBadRequest("%v", err) // labels.Parse already says "unable to parse requirement"
 	}
 	fs, err := fields.ParseSelector(v.Get("fieldSelector"))
 	if err != nil {

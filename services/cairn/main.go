@@ -20,6 +20,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"up", "run a whole cluster in this process", runUp},
+		{"apiserver", "run the apiserver (with the log publisher) on an external etcd and NATS", runAPIServer},
+		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
 		{"version", "print the version", runVersion},
 	}
 }

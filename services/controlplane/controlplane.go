@@ -48,6 +48,9 @@ type Config struct {
 	Admission     []apiserver.AdmissionPlugin
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
+	// ElectionTTL is the etcd session TTL of the publisher and compactor
+	// elections: how long a dead leader keeps its role. 0 means 5s.
+	ElectionTTL time.Duration
 	// CompactInterval for etcd compaction behind the log; 0 means 5m.
 	CompactInterval time.Duration
 	// OnReady is called as each component becomes ready.
@@ -103,9 +106,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	cp.cancel = cancel
-	cp.Publisher = events.NewPublisher(cp.Etcd, cp.JS, events.PublisherConfig{Registerer: cp.Metrics}, cfg.Log)
+	cp.Publisher = events.NewPublisher(cp.Etcd, cp.JS, events.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
 	cp.goRun("publisher", func() error { return cp.Publisher.Run(runCtx) })
-	comp := events.NewCompactor(cp.Etcd, cp.JS, events.CompactorConfig{Interval: cfg.CompactInterval}, cfg.Log)
+	comp := events.NewCompactor(cp.Etcd, cp.JS, events.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
 	cp.goRun("compactor", func() error { return comp.Run(runCtx) })
 	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
 
@@ -255,6 +258,9 @@ func (cp *ControlPlane) startNATS(cfg Config, ready func(string, string)) error 
 	ready("nats", detail)
 	return nil
 }
+
+// EtcdEndpoints are the client URLs of the etcd in use.
+func (cp *ControlPlane) EtcdEndpoints() []string { return cp.Etcd.Endpoints() }
 
 // NATSURL is the client URL of the NATS server in use.
 func (cp *ControlPlane) NATSURL() string { return cp.NATS.ConnectedUrl() }

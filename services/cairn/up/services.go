@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
@@ -60,6 +62,11 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 	}
 	s.cp = cp
 	defer cp.Close()
+	epPath := filepath.Join(s.paths.Root, EndpointsFile)
+	if err := WriteEndpoints(epPath, Endpoints{Etcd: cp.EtcdEndpoints(), NATS: cp.NATSURL(), APIServer: "https://" + cp.Addr}); err != nil {
+		return err
+	}
+	defer os.Remove(epPath)
 	ready()
 	select {
 	case <-ctx.Done():
