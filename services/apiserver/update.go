@@ -10,6 +10,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
@@ -276,6 +277,10 @@ func applyPatch(res *schemas.Resource, pt string, cur schemas.Object, patch []by
 	return out, nil
 }
 
+// patchError reports a patch that does not apply as 422 Invalid with the
+// reason as a cause: kubectl prints causes, and drops a bare message.
 func patchError(res *schemas.Resource, name string, err error) error {
-	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", res.GroupResource(), name, err.Error(), 0, false)
+	return apierrors.NewInvalid(res.GVK().GroupKind(), name, field.ErrorList{{
+		Type: field.ErrorTypeInvalid, Field: "patch", BadValue: field.OmitValueType{}, Detail: err.Error(),
+	}})
 }

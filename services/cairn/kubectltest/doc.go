@@ -1,0 +1,18 @@
+// Package kubectltest is the kubectl acceptance test of the apiserver.
+//
+// It has no code of its own, only tests. The test builds the cairn binary,
+// runs `cairn up` as a child process on a free loopback port with its own
+// data directory, and drives the machine's real kubectl against it with the
+// kubeconfig cairn writes: apply, get in every output format, selectors,
+// patch, scale, watch, describe, create, label, annotate, delete, explain,
+// api-resources, error messages, and a restart on the same data directory.
+//
+// The test is skipped when kubectl is not installed or with -short. Run it
+// with
+//
+//	go test ./services/cairn/kubectltest -v
+//
+// A failing kubectl call is reported with its arguments, stdout and stderr;
+// rerun the command by hand with -v=8 against a `cairn up` to see the
+// requests and responses.
+package kubectltest

@@ -1,0 +1,759 @@
+package kubectltest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const deploymentYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+        ports:
+        - containerPort: 80
+`
+
+const podYAML = `apiVersion: v1
+kind: Pod
+metadata:
+  name: box
+  labels:
+    app: box
+    tier: backend
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sleep", "3600"]
+`
+
+const unknownFieldYAML = `apiVersion: v1
+kind: Pod
+metadata:
+  name: strict
+spec:
+  bogusField: 1
+  containers:
+  - name: main
+    image: busybox:1.36
+`
+
+const brokenYAML = "apiVersion: v1\nkind: Pod\nmetadata: [\n"
+
+const invalidNameYAML = `apiVersion: v1
+kind: Pod
+metadata:
+  name: Bad_Name
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+`
+
+// manifests are the files the test applies, by name.
+type manifests map[string]string
+
+func writeManifests(t *testing.T, dir string) manifests {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := manifests{}
+	for name, body := range map[string]string{
+		"deployment.yaml":    deploymentYAML,
+		"deployment-v2.yaml": strings.Replace(deploymentYAML, "nginx:1.25", "nginx:1.26", 1),
+		"deployment-v3.yaml": strings.Replace(deploymentYAML, "nginx:1.25", "nginx:1.28", 1),
+		"pod.yaml":           podYAML,
+		"pod-v2.yaml":        strings.Replace(podYAML, "tier: backend", "tier: frontend", 1),
+		"unknown-field.yaml": unknownFieldYAML,
+		"broken.yaml":        brokenYAML,
+		"invalid-name.yaml":  invalidNameYAML,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m[name] = p
+	}
+	return m
+}
+
+// TestKubectl drives the real kubectl against a real `cairn up`. The
+// subtests share one cluster and run in order: each builds on the objects
+// the previous ones left.
+func TestKubectl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cairn and runs cairn up; skipped with -short")
+	}
+	kubectl := kubectlPath(t)
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	home := filepath.Join(dir, "home")
+	addr := freeAddr(t)
+	files := writeManifests(t, filepath.Join(dir, "manifests"))
+	c := startCluster(t, t, bin, kubectl, dataDir, addr, home)
+
+	t.Run("apply", func(t *testing.T) { testApply(t, c, files) })
+	t.Run("dry run and diff", func(t *testing.T) { testDryRun(t, c, files) })
+	t.Run("get formats", func(t *testing.T) { testGetFormats(t, c) })
+	t.Run("selectors", func(t *testing.T) { testSelectors(t, c) })
+	t.Run("patch", func(t *testing.T) { testPatch(t, c) })
+	t.Run("scale", func(t *testing.T) { testScale(t, c) })
+	t.Run("watch", func(t *testing.T) { testWatch(t, c) })
+	t.Run("describe", func(t *testing.T) { testDescribe(t, c) })
+	t.Run("create configmap and secret", func(t *testing.T) { testCreate(t, c) })
+	t.Run("label and annotate", func(t *testing.T) { testLabelAnnotate(t, c) })
+	t.Run("explain", func(t *testing.T) { testExplain(t, c) })
+	t.Run("api-resources", func(t *testing.T) { testAPIResources(t, c) })
+	t.Run("errors", func(t *testing.T) { testErrors(t, c, files) })
+	owner := t
+	t.Run("restart", func(t *testing.T) {
+		before := snapshot(t, c)
+		c.stop(t)
+		c = startCluster(t, owner, bin, kubectl, dataDir, addr, home)
+		after := snapshot(t, c)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("after restart %s = %q, want %q", k, after[k], v)
+			}
+		}
+		// Writes work after a restart too.
+		c.ok(t, "label", "pod", "box", "restarted=yes")
+		if got := c.ok(t, "get", "pods", "-l", "restarted=yes", "-o", "name"); got != "pod/box\n" {
+			t.Errorf("get -l restarted=yes = %q", got)
+		}
+	})
+	t.Run("delete", func(t *testing.T) { testDelete(t, c) })
+	t.Run("stop", func(t *testing.T) { c.stop(t) })
+}
+
+func testApply(t *testing.T, c *cluster, files manifests) {
+	tests := []struct {
+		file string
+		want string
+	}{
+		{"deployment.yaml", "deployment.apps/web created"},
+		{"pod.yaml", "pod/box created"},
+		{"deployment.yaml", "deployment.apps/web unchanged"},
+		{"pod.yaml", "pod/box unchanged"},
+		{"deployment-v2.yaml", "deployment.apps/web configured"},
+		{"pod-v2.yaml", "pod/box configured"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := strings.TrimSpace(c.ok(t, "apply", "-f", files[tt.file])); got != tt.want {
+				t.Errorf("apply -f %s = %q, want %q", tt.file, got, tt.want)
+			}
+		})
+	}
+	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
+		t.Errorf("deployment image after apply = %q, want nginx:1.26", got)
+	}
+	if got := c.ok(t, "get", "pod", "box", "-o", "jsonpath={.metadata.labels.tier}"); got != "frontend" {
+		t.Errorf("pod tier after apply = %q, want frontend", got)
+	}
+}
+
+// testDryRun checks that kubectl diff and apply --dry-run=server see the
+// change without storing it.
+func testDryRun(t *testing.T, c *cluster, files manifests) {
+	if out := c.ok(t, "diff", "-f", files["deployment-v2.yaml"]); out != "" {
+		t.Errorf("diff against the applied file = %q, want no output", out)
+	}
+	r := c.run(t, "diff", "-f", files["deployment-v3.yaml"])
+	var exit *exec.ExitError
+	if !errors.As(r.err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("diff of a changed file: want exit code 1; %s", r)
+	}
+	for _, want := range []string{"-      - image: nginx:1.26\n", "+      - image: nginx:1.28\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if got := strings.TrimSpace(c.ok(t, "apply", "--dry-run=server", "-f", files["deployment-v3.yaml"])); got != "deployment.apps/web configured (server dry run)" {
+		t.Errorf("apply --dry-run=server = %q", got)
+	}
+	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
+		t.Errorf("image after dry runs = %q, want nginx:1.26 (dry runs must not store)", got)
+	}
+}
+
+// lines splits output into non-empty lines.
+func lines(s string) []string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// table splits kubectl's table output into the header fields and rows of
+// fields.
+func table(t *testing.T, out string) (header []string, rows [][]string) {
+	t.Helper()
+	ls := lines(out)
+	if len(ls) == 0 {
+		t.Fatalf("empty table output")
+	}
+	for _, l := range ls[1:] {
+		rows = append(rows, strings.Fields(l))
+	}
+	return strings.Fields(ls[0]), rows
+}
+
+func wantHeader(t *testing.T, out string, want ...string) [][]string {
+	t.Helper()
+	header, rows := table(t, out)
+	if !slices.Equal(header, want) {
+		t.Errorf("header = %q, want %q\n%s", header, want, out)
+	}
+	return rows
+}
+
+func wantRow(t *testing.T, rows [][]string, want ...string) {
+	t.Helper()
+	for _, r := range rows {
+		if len(r) >= len(want) && slices.Equal(r[:len(want)], want) {
+			return
+		}
+	}
+	t.Errorf("no row starts with %q in %q", want, rows)
+}
+
+func testGetFormats(t *testing.T, c *cluster) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, out string)
+	}{
+		{"pods table", []string{"get", "pods"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAME", "READY", "STATUS", "RESTARTS", "AGE")
+			wantRow(t, rows, "box", "0/1", "Pending", "0")
+		}},
+		{"deployments table", []string{"get", "deployments"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE")
+			wantRow(t, rows, "web", "0/1", "0", "0")
+		}},
+		{"pods wide", []string{"get", "pods", "-o", "wide"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES")
+			wantRow(t, rows, "box", "0/1", "Pending", "0")
+		}},
+		{"deployments wide", []string{"get", "deployments", "-o", "wide"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")
+			if len(rows) != 1 || !slices.Equal(rows[0][len(rows[0])-3:], []string{"nginx", "nginx:1.26", "app=web"}) {
+				t.Errorf("rows = %q, want web ... nginx nginx:1.26 app=web", rows)
+			}
+		}},
+		{"show labels", []string{"get", "pods", "--show-labels"}, func(t *testing.T, out string) {
+			_, rows := table(t, out)
+			if len(rows) != 1 || rows[0][len(rows[0])-1] != "app=box,tier=frontend" {
+				t.Errorf("rows = %q, want labels app=box,tier=frontend last", rows)
+			}
+		}},
+		{"all namespaces pods", []string{"get", "pods", "-A"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE")
+			wantRow(t, rows, "default", "box", "0/1", "Pending")
+		}},
+		{"all namespaces deployments", []string{"get", "deployments", "--all-namespaces"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAMESPACE", "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE")
+			wantRow(t, rows, "default", "web")
+		}},
+		{"json", []string{"get", "pod", "box", "-o", "json"}, func(t *testing.T, out string) {
+			var pod struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name, Namespace, ResourceVersion, UID string
+					Labels                                map[string]string
+				} `json:"metadata"`
+				Status struct{ Phase string } `json:"status"`
+			}
+			if err := json.Unmarshal([]byte(out), &pod); err != nil {
+				t.Fatalf("decode -o json: %v\n%s", err, out)
+			}
+			m := pod.Metadata
+			if pod.Kind != "Pod" || m.Name != "box" || m.Namespace != "default" || m.ResourceVersion == "" || m.UID == "" ||
+				m.Labels["tier"] != "frontend" || pod.Status.Phase != "Pending" {
+				t.Errorf("-o json = %+v", pod)
+			}
+		}},
+		{"json list", []string{"get", "pods", "-o", "json"}, func(t *testing.T, out string) {
+			var list struct {
+				Kind  string            `json:"kind"`
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal([]byte(out), &list); err != nil {
+				t.Fatalf("decode -o json: %v\n%s", err, out)
+			}
+			if list.Kind != "List" || len(list.Items) != 1 {
+				t.Errorf("-o json list: kind %q, %d items", list.Kind, len(list.Items))
+			}
+		}},
+		{"yaml", []string{"get", "deployment", "web", "-o", "yaml"}, func(t *testing.T, out string) {
+			for _, want := range []string{"apiVersion: apps/v1\n", "kind: Deployment\n", "  name: web\n", "image: nginx:1.26\n", "  replicas: 1\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("-o yaml lacks %q:\n%s", want, out)
+				}
+			}
+		}},
+		{"name pods", []string{"get", "pods", "-o", "name"}, wantExactly("pod/box\n")},
+		{"name deployments", []string{"get", "deployments", "-o", "name"}, wantExactly("deployment.apps/web\n")},
+		{"jsonpath", []string{"get", "pod", "box", "-o", "jsonpath={.spec.containers[0].image}"}, wantExactly("busybox:1.36")},
+		{"jsonpath list", []string{"get", "pods", "-o", "jsonpath={.items[*].metadata.name}"}, wantExactly("box")},
+		{"custom-columns", []string{"get", "pods", "-o", "custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image,PHASE:.status.phase"}, func(t *testing.T, out string) {
+			rows := wantHeader(t, out, "NAME", "IMAGE", "PHASE")
+			wantRow(t, rows, "box", "busybox:1.36", "Pending")
+		}},
+		{"go-template", []string{"get", "pods", "-o", `go-template={{range .items}}{{.metadata.name}}={{.status.phase}}{{"\n"}}{{end}}`}, wantExactly("box=Pending\n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, c.ok(t, tt.args...))
+		})
+	}
+}
+
+func wantExactly(want string) func(t *testing.T, out string) {
+	return func(t *testing.T, out string) {
+		t.Helper()
+		if out != want {
+			t.Errorf("output = %q, want %q", out, want)
+		}
+	}
+}
+
+func testSelectors(t *testing.T, c *cluster) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"label equals", []string{"pods", "-l", "app=box"}, "pod/box\n"},
+		{"label no match", []string{"pods", "-l", "app=nope"}, ""},
+		{"label set", []string{"pods", "-l", "tier in (frontend,backend)"}, "pod/box\n"},
+		{"label not exists", []string{"pods", "-l", "!tier"}, ""},
+		{"label two requirements", []string{"pods", "-l", "app=box,tier!=backend"}, "pod/box\n"},
+		{"deployment label", []string{"deployments", "-l", "app=web"}, "deployment.apps/web\n"},
+		{"field name", []string{"pods", "--field-selector", "metadata.name=box"}, "pod/box\n"},
+		{"field name no match", []string{"pods", "--field-selector", "metadata.name=other"}, ""},
+		{"field phase", []string{"pods", "--field-selector", "status.phase=Pending"}, "pod/box\n"},
+		{"field phase no match", []string{"pods", "--field-selector", "status.phase=Running"}, ""},
+		{"field phase not", []string{"pods", "--field-selector", "status.phase!=Pending"}, ""},
+		{"field and label", []string{"pods", "--field-selector", "metadata.name=box", "-l", "app=box"}, "pod/box\n"},
+		{"all namespaces label", []string{"pods", "-A", "-l", "app=box"}, "pod/box\n"},
+		{"all namespaces field", []string{"pods", "-A", "--field-selector", "metadata.namespace=default"}, "pod/box\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"get"}, tt.args...)
+			args = append(args, "-o", "name")
+			if got := c.ok(t, args...); got != tt.want {
+				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, tt.want)
+			}
+		})
+	}
+}
+
+func testPatch(t *testing.T, c *cluster) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantOut  string
+		jsonpath string
+		want     string
+	}{
+		{"json add label", []string{"pod", "box", "--type", "json", "-p", `[{"op":"add","path":"/metadata/labels/patched","value":"json"}]`},
+			"pod/box patched", "pod box {.metadata.labels.patched}", "json"},
+		{"json replace replicas", []string{"deployment", "web", "--type", "json", "-p", `[{"op":"replace","path":"/spec/replicas","value":2}]`},
+			"deployment.apps/web patched", "deployment web {.spec.replicas}", "2"},
+		{"merge add annotation", []string{"pod", "box", "--type", "merge", "-p", `{"metadata":{"annotations":{"merged":"yes"}}}`},
+			"pod/box patched", "pod box {.metadata.annotations.merged}", "yes"},
+		{"merge null removes", []string{"pod", "box", "--type", "merge", "-p", `{"metadata":{"labels":{"patched":null}}}`},
+			"pod/box patched", "pod box {.metadata.labels}", `{"app":"box","tier":"frontend"}`},
+		// A strategic merge patch merges containers by name: the sidecar
+		// joins nginx instead of replacing the list.
+		{"strategic add container", []string{"deployment", "web", "--type", "strategic", "-p", `{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.36"}]}}}}`},
+			"deployment.apps/web patched", "deployment web {.spec.template.spec.containers[?(@.name==\"nginx\")].image} {.spec.template.spec.containers[?(@.name==\"sidecar\")].image}", "nginx:1.26 busybox:1.36"},
+		{"strategic update container", []string{"deployment", "web", "-p", `{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}`},
+			"deployment.apps/web patched", "deployment web {.spec.template.spec.containers[?(@.name==\"nginx\")].image} {.spec.template.spec.containers[?(@.name==\"sidecar\")].image}", "nginx:1.27 busybox:1.36"},
+		{"strategic delete container", []string{"deployment", "web", "--type", "strategic", "-p", `{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","$patch":"delete"}]}}}}`},
+			"deployment.apps/web patched", "deployment web {.spec.template.spec.containers[*].name}", "nginx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"patch"}, tt.args...)
+			if got := strings.TrimSpace(c.ok(t, args...)); got != tt.wantOut {
+				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, tt.wantOut)
+			}
+			f := strings.SplitN(tt.jsonpath, " ", 3)
+			if got := c.ok(t, "get", f[0], f[1], "-o", "jsonpath="+f[2]); got != tt.want {
+				t.Errorf("after patch %s = %q, want %q", f[2], got, tt.want)
+			}
+		})
+	}
+}
+
+func testScale(t *testing.T, c *cluster) {
+	if got := strings.TrimSpace(c.ok(t, "scale", "deployment", "web", "--replicas=3")); got != "deployment.apps/web scaled" {
+		t.Errorf("scale = %q", got)
+	}
+	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+		t.Errorf("spec.replicas = %q, want 3", got)
+	}
+	// --current-replicas is a precondition checked against the scale
+	// subresource.
+	c.fails(t, "scale", "deployment", "web", "--current-replicas=5", "--replicas=4")
+	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+		t.Errorf("spec.replicas after failed precondition = %q, want 3", got)
+	}
+}
+
+// waitFor polls cond every 100ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cond()
+}
+
+func countPrefix(out, prefix string) int {
+	n := 0
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func testWatch(t *testing.T, c *cluster) {
+	t.Run("table", func(t *testing.T) {
+		out, stop := c.background(t, "get", "pods", "-w")
+		defer stop()
+		if !waitFor(10*time.Second, func() bool { return countPrefix(out.String(), "box ") >= 1 }) {
+			t.Fatalf("get pods -w printed no initial row in 10s:\n%s", out)
+		}
+		if h := lines(out.String())[0]; !slices.Equal(strings.Fields(h), []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}) {
+			t.Errorf("get pods -w header = %q", h)
+		}
+		c.ok(t, "label", "pod", "box", "watched=table")
+		if !waitFor(10*time.Second, func() bool { return countPrefix(out.String(), "box ") >= 2 }) {
+			t.Errorf("get pods -w did not show the label change within 10s:\n%s", out)
+		}
+	})
+	t.Run("watch-only", func(t *testing.T) {
+		out, stop := c.background(t, "get", "pods", "--watch-only", "-o", "custom-columns=NAME:.metadata.name,W:.metadata.labels.watched", "--no-headers")
+		defer stop()
+		// --watch-only prints only changes, so there is no line telling
+		// when the watch is open: change the pod until a change shows.
+		seen := func() bool { return strings.Contains(out.String(), "only") }
+		deadline := time.Now().Add(10 * time.Second)
+		for !seen() && time.Now().Before(deadline) {
+			c.ok(t, "label", "pod", "box", "watched=only", "--overwrite")
+			waitFor(time.Second, seen)
+			c.ok(t, "label", "pod", "box", "watched-")
+		}
+		if !seen() {
+			t.Errorf("get pods --watch-only did not show a label change within 10s:\n%s", out)
+		}
+	})
+}
+
+const eventYAML = `apiVersion: v1
+kind: Event
+metadata:
+  name: box.kubectltest
+involvedObject:
+  apiVersion: v1
+  kind: Pod
+  name: box
+  namespace: default
+  uid: UID
+reason: Probed
+message: hello from kubectltest
+type: Normal
+source:
+  component: kubectltest
+count: 1
+`
+
+func testDescribe(t *testing.T, c *cluster) {
+	// describe lists the events whose involvedObject is the pod, by uid.
+	uid := c.ok(t, "get", "pod", "box", "-o", "jsonpath={.metadata.uid}")
+	ev := filepath.Join(t.TempDir(), "event.yaml")
+	if err := os.WriteFile(ev, []byte(strings.Replace(eventYAML, "UID", uid, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "create", "-f", ev)
+	rows := wantHeader(t, c.ok(t, "get", "events"), "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
+	if len(rows) != 1 || !slices.Equal(rows[0][1:], strings.Fields("Normal Probed pod/box hello from kubectltest")) {
+		t.Errorf("get events rows = %q", rows)
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"pod", "box"}, []string{`(?m)^Name:\s+box$`, `(?m)^Namespace:\s+default$`, `(?m)^Labels:\s+app=box$`, `(?m)^\s+tier=frontend$`,
+			`(?m)^Status:\s+Pending$`, `(?m)^\s+Image:\s+busybox:1.36$`, `(?m)^Events:\n\s+Type\s+Reason\s+Age\s+From\s+Message$`,
+			`(?m)^\s+Normal\s+Probed\s+\S+\s+kubectltest\s+hello from kubectltest$`}},
+		{[]string{"deployment", "web"}, []string{`(?m)^Name:\s+web$`, `(?m)^Namespace:\s+default$`, `(?m)^Labels:\s+app=web$`,
+			`(?m)^Selector:\s+app=web$`, `(?m)^Replicas:\s+3 desired`, `(?m)^StrategyType:\s+RollingUpdate$`, `(?m)^Events:\s+<none>$`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[0], func(t *testing.T) {
+			out := c.ok(t, append([]string{"describe"}, tt.args...)...)
+			for _, re := range tt.want {
+				if !regexp.MustCompile(re).MatchString(out) {
+					t.Errorf("describe %s does not match %s:\n%s", tt.args[0], re, out)
+				}
+			}
+		})
+	}
+}
+
+func testCreate(t *testing.T, c *cluster) {
+	if got := strings.TrimSpace(c.ok(t, "create", "configmap", "cfg", "--from-literal=a=1", "--from-literal=b=2")); got != "configmap/cfg created" {
+		t.Errorf("create configmap = %q", got)
+	}
+	if got := strings.TrimSpace(c.ok(t, "create", "secret", "generic", "sec", "--from-literal=password=hunter2")); got != "secret/sec created" {
+		t.Errorf("create secret = %q", got)
+	}
+	rows := wantHeader(t, c.ok(t, "get", "configmap", "cfg"), "NAME", "DATA", "AGE")
+	wantRow(t, rows, "cfg", "2")
+	rows = wantHeader(t, c.ok(t, "get", "secret", "sec"), "NAME", "TYPE", "DATA", "AGE")
+	wantRow(t, rows, "sec", "Opaque", "1")
+	if got := c.ok(t, "get", "cm", "cfg", "-o", "jsonpath={.data.a},{.data.b}"); got != "1,2" {
+		t.Errorf("configmap data = %q, want 1,2", got)
+	}
+	enc := c.ok(t, "get", "secret", "sec", "-o", "jsonpath={.data.password}")
+	if dec, err := base64.StdEncoding.DecodeString(enc); err != nil || string(dec) != "hunter2" {
+		t.Errorf("secret data.password = %q (%v), want base64 of hunter2", enc, err)
+	}
+	// Pages of one item each: the table and the names come out whole.
+	for _, n := range []string{"page-1", "page-2", "page-3"} {
+		c.ok(t, "create", "configmap", n)
+	}
+	rows = wantHeader(t, c.ok(t, "get", "cm", "--chunk-size=1"), "NAME", "DATA", "AGE")
+	if len(rows) != 4 {
+		t.Errorf("get cm --chunk-size=1: %d rows, want 4: %q", len(rows), rows)
+	}
+	if got := c.ok(t, "get", "cm", "--chunk-size=1", "-o", "name"); got != "configmap/cfg\nconfigmap/page-1\nconfigmap/page-2\nconfigmap/page-3\n" {
+		t.Errorf("get cm --chunk-size=1 -o name = %q", got)
+	}
+	c.ok(t, "delete", "configmap", "page-1", "page-2", "page-3")
+	stderr := c.fails(t, "create", "configmap", "cfg")
+	if !strings.Contains(stderr, `configmaps "cfg" already exists`) {
+		t.Errorf("create existing configmap: stderr = %q", stderr)
+	}
+}
+
+func testLabelAnnotate(t *testing.T, c *cluster) {
+	steps := []struct {
+		args    []string
+		wantOut string // empty: the call must fail
+		wantErr string
+	}{
+		{[]string{"label", "cm", "cfg", "env=test"}, "configmap/cfg labeled", ""},
+		{[]string{"annotate", "cm", "cfg", "note=hello"}, "configmap/cfg annotated", ""},
+		{[]string{"label", "cm", "cfg", "env=prod"}, "", "'env' already has a value (test), and --overwrite is false"},
+		{[]string{"annotate", "cm", "cfg", "note=bye"}, "", "'note' already has a value (hello)"},
+		{[]string{"label", "cm", "cfg", "env=prod", "--overwrite"}, "configmap/cfg labeled", ""},
+		{[]string{"annotate", "cm", "cfg", "note=bye", "--overwrite"}, "configmap/cfg annotated", ""},
+		{[]string{"label", "cm", "cfg", "gone=soon"}, "configmap/cfg labeled", ""},
+		{[]string{"label", "cm", "cfg", "gone-"}, "configmap/cfg unlabeled", ""},
+		{[]string{"label", "pod", "box", "checked=yes"}, "pod/box labeled", ""},
+	}
+	for _, s := range steps {
+		if s.wantOut == "" {
+			if stderr := c.fails(t, s.args...); !strings.Contains(stderr, s.wantErr) {
+				t.Errorf("kubectl %s: stderr = %q, want %q", strings.Join(s.args, " "), stderr, s.wantErr)
+			}
+			continue
+		}
+		if got := strings.TrimSpace(c.ok(t, s.args...)); got != s.wantOut {
+			t.Errorf("kubectl %s = %q, want %q", strings.Join(s.args, " "), got, s.wantOut)
+		}
+	}
+	if got := c.ok(t, "get", "cm", "cfg", "-o", "jsonpath={.metadata.labels} {.metadata.annotations}"); got != `{"env":"prod"} {"note":"bye"}` {
+		t.Errorf("configmap labels and annotations = %q", got)
+	}
+	if got := c.ok(t, "get", "cm", "-l", "env=prod", "-o", "name"); got != "configmap/cfg\n" {
+		t.Errorf("get cm -l env=prod = %q", got)
+	}
+	if got := c.ok(t, "get", "pods", "-l", "checked=yes", "-o", "name"); got != "pod/box\n" {
+		t.Errorf("get pods -l checked=yes = %q", got)
+	}
+}
+
+func testExplain(t *testing.T, c *cluster) {
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"pods.spec.containers", []string{"KIND:       Pod", "FIELD: containers <[]Container>", "DESCRIPTION:", "FIELDS:", "  image\t<string>", "  name\t<string> -required-"}},
+		{"deployment.spec.strategy", []string{"KIND:       Deployment", "GROUP:      apps", "FIELD: strategy <DeploymentStrategy>", "  rollingUpdate\t<RollingUpdateDeployment>", "  type\t<string>"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			out := c.ok(t, "explain", tt.path)
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("explain %s lacks %q:\n%s", tt.path, w, out)
+				}
+			}
+		})
+	}
+	t.Run("unknown field", func(t *testing.T) {
+		if stderr := c.fails(t, "explain", "pods.spec.bogus"); !strings.Contains(stderr, `field "bogus" does not exist`) {
+			t.Errorf("explain pods.spec.bogus: stderr = %q", stderr)
+		}
+	})
+}
+
+func testAPIResources(t *testing.T, c *cluster) {
+	out := c.ok(t, "api-resources")
+	header, rows := table(t, out)
+	if !slices.Equal(header, []string{"NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"}) {
+		t.Errorf("api-resources header = %q", header)
+	}
+	want := [][]string{
+		{"pods", "po", "v1", "true", "Pod"},
+		{"configmaps", "cm", "v1", "true", "ConfigMap"},
+		{"secrets", "v1", "true", "Secret"},
+		{"namespaces", "ns", "v1", "false", "Namespace"},
+		{"deployments", "deploy", "apps/v1", "true", "Deployment"},
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(rows, func(r []string) bool { return slices.Equal(r, w) }) {
+			t.Errorf("api-resources lacks row %q:\n%s", w, out)
+		}
+	}
+	versions := lines(c.ok(t, "api-versions"))
+	for _, v := range []string{"v1", "apps/v1"} {
+		if !slices.Contains(versions, v) {
+			t.Errorf("api-versions = %q, lacks %s", versions, v)
+		}
+	}
+}
+
+func testErrors(t *testing.T, c *cluster, files manifests) {
+	// kube's message for a forbidden pod update carries a diff.
+	multiline := map[string]bool{"immutable field": true}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown field", []string{"apply", "-f", files["unknown-field.yaml"]}, `strict decoding error: unknown field "spec.bogusField"`},
+		{"unknown field create", []string{"create", "-f", files["unknown-field.yaml"]}, `Error from server (BadRequest): error when creating`},
+		{"broken yaml", []string{"apply", "-f", files["broken.yaml"]}, "error converting YAML to JSON"},
+		{"invalid name", []string{"apply", "-f", files["invalid-name.yaml"]}, `The Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"`},
+		{"unknown resource type", []string{"get", "frobs"}, `the server doesn't have a resource type "frobs"`},
+		{"bad field selector", []string{"get", "pods", "--field-selector", "spec.bogus=1"}, "field label not supported: spec.bogus"},
+		{"bad label selector", []string{"get", "pods", "-l", "a in ("}, "unable to parse requirement"},
+		{"invalid replicas", []string{"patch", "deployment", "web", "--type", "merge", "-p", `{"spec":{"replicas":-1}}`},
+			`The Deployment "web" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0`},
+		{"merge patch not json", []string{"patch", "pod", "box", "--type", "merge", "-p", `{bad`}, "Error from server (BadRequest)"},
+		{"json patch test fails", []string{"patch", "pod", "box", "--type", "json", "-p", `[{"op":"test","path":"/metadata/name","value":"x"}]`},
+			`The Pod "box" is invalid: patch: Invalid value: `},
+		{"json patch missing path", []string{"patch", "pod", "box", "--type", "json", "-p", `[{"op":"replace","path":"/spec/nope/x","value":"x"}]`},
+			`The Pod "box" is invalid: patch: Invalid value: `},
+		{"immutable field", []string{"patch", "pod", "box", "--type", "json", "-p", `[{"op":"replace","path":"/spec/containers/0/name","value":"other"}]`},
+			`The Pod "box" is invalid: spec: Forbidden: pod updates may not change fields other than`},
+		{"not found", []string{"get", "pod", "nope"}, `Error from server (NotFound): pods "nope" not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stderr := strings.TrimSpace(c.fails(t, tt.args...))
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("kubectl %s: stderr = %q, want it to contain %q", strings.Join(tt.args, " "), stderr, tt.want)
+			}
+			if !multiline[tt.name] && strings.Contains(stderr, "\n") {
+				t.Errorf("kubectl %s: error is not one line: %q", strings.Join(tt.args, " "), stderr)
+			}
+			if n := strings.Count(stderr, "unable to parse requirement"); n > 1 {
+				t.Errorf("kubectl %s: repeated prefix in %q", strings.Join(tt.args, " "), stderr)
+			}
+		})
+	}
+	// The strict decoding error rejected the object: nothing was stored.
+	if stderr := c.fails(t, "get", "pod", "strict"); !strings.Contains(stderr, "(NotFound)") {
+		t.Errorf("get pod strict: stderr = %q", stderr)
+	}
+}
+
+// snapshot records what must survive a restart: each object's
+// resourceVersion and a few fields.
+func snapshot(t *testing.T, c *cluster) map[string]string {
+	t.Helper()
+	s := map[string]string{}
+	for _, q := range []struct{ key, kind, name, path string }{
+		{"pod", "pod", "box", "{.metadata.resourceVersion} {.metadata.uid} {.spec.containers[0].image}"},
+		{"deployment", "deployment", "web", "{.metadata.resourceVersion} {.spec.replicas} {.spec.template.spec.containers[0].image}"},
+		{"configmap", "configmap", "cfg", "{.metadata.resourceVersion} {.data}"},
+		{"secret", "secret", "sec", "{.metadata.resourceVersion} {.data}"},
+	} {
+		s[q.key] = c.ok(t, "get", q.kind, q.name, "-o", "jsonpath="+q.path)
+	}
+	s["pods"] = c.ok(t, "get", "pods", "-A", "-o", "name")
+	return s
+}
+
+func testDelete(t *testing.T, c *cluster) {
+	tests := []struct {
+		kind, name string
+		wantOut    string
+		wantErr    string
+	}{
+		{"pod", "box", `pod "box" deleted`, `Error from server (NotFound): pods "box" not found`},
+		{"deployment", "web", `deployment.apps "web" deleted`, `Error from server (NotFound): deployments.apps "web" not found`},
+		{"configmap", "cfg", `configmap "cfg" deleted`, `Error from server (NotFound): configmaps "cfg" not found`},
+		{"secret", "sec", `secret "sec" deleted`, `Error from server (NotFound): secrets "sec" not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			if got := strings.TrimSpace(c.ok(t, "delete", tt.kind, tt.name)); got != tt.wantOut {
+				t.Errorf("delete %s %s = %q, want %q", tt.kind, tt.name, got, tt.wantOut)
+			}
+			if stderr := strings.TrimSpace(c.fails(t, "get", tt.kind, tt.name)); stderr != tt.wantErr {
+				t.Errorf("get after delete: stderr = %q, want %q", stderr, tt.wantErr)
+			}
+			if stderr := strings.TrimSpace(c.fails(t, "delete", tt.kind, tt.name)); stderr != tt.wantErr {
+				t.Errorf("second delete: stderr = %q, want %q", stderr, tt.wantErr)
+			}
+		})
+	}
+	if out := c.ok(t, "get", "pods", "-A", "-o", "name"); out != "" {
+		t.Errorf("pods left after delete: %q", out)
+	}
+}
