@@ -1,0 +1,233 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/cairn-dev/cairn/events"
+)
+
+// Run fills the cache and keeps it current until ctx ends; it returns nil
+// then. It takes a snapshot (a paginated LIST through the apiserver, at
+// one revision R) and tails the log from R+1 with an ordered consumer
+// filtered on the server. If the tail breaks, it resumes from the last
+// event read; if the log no longer holds that position (events.ErrTooOld),
+// it takes a new snapshot and applies the difference. Failures are retried
+// with back-off, never returned.
+//
+// Run may be called again after it returned: the cache resumes from where
+// it stopped. It returns ErrRunning if the cache already runs.
+func (c *Cache[T]) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("consumer: cache %s: %w", c.cfg.Resource.Resource, ErrRunning)
+	}
+	defer c.running.Store(false)
+	rc, err := listClient(c.cfg.Config)
+	if err != nil {
+		return err
+	}
+	bo := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
+	for ctx.Err() == nil {
+		if c.resume == 0 {
+			rev, err := c.snapshot(ctx, rc)
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("snapshot failed", "err", err)
+					bo.wait(ctx)
+				}
+				continue
+			}
+			c.resume = rev + 1
+		}
+		started := time.Now()
+		err := c.tail(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, events.ErrTooOld):
+			c.log.Info("log no longer holds the cache's position, taking a new snapshot", "from", int64(c.resume), "err", err)
+			c.resume = 0
+		default:
+			c.log.Warn("tail broke, resuming", "from", int64(c.resume), "err", err)
+			if time.Since(started) > time.Minute {
+				bo.reset()
+			}
+			bo.wait(ctx)
+		}
+	}
+	return nil
+}
+
+// snapshot lists the resource through the apiserver, page by page at the
+// first page's revision, and installs the result.
+func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Revision, error) {
+	r := c.cfg.Resource
+	segs := []string{"/apis", r.Group, r.Version}
+	if r.Group == "" {
+		segs = []string{"/api", r.Version}
+	}
+	if c.cfg.Namespace != "" {
+		segs = append(segs, "namespaces", c.cfg.Namespace)
+	}
+	p := path.Join(append(segs, r.Resource)...)
+	var (
+		objs []T
+		cont string
+		rev  events.Revision
+	)
+	for {
+		req := rc.Get().AbsPath(p).Param("limit", fmt.Sprint(c.cfg.PageSize))
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		if c.cfg.Node != "" {
+			req = req.Param("fieldSelector", "spec.nodeName="+c.cfg.Node)
+		}
+		body, err := req.Do(ctx).Raw()
+		if err != nil {
+			return 0, fmt.Errorf("consumer: list %s: %w", p, err)
+		}
+		var page struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				ResourceVersion string `json:"resourceVersion"`
+				Continue        string `json:"continue"`
+			} `json:"metadata"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return 0, fmt.Errorf("consumer: list %s: %w", p, err)
+		}
+		if rev == 0 {
+			if rev, err = events.ParseRevision(page.Metadata.ResourceVersion); err != nil {
+				return 0, fmt.Errorf("consumer: list %s: %w", p, err)
+			}
+		}
+		kind := strings.TrimSuffix(page.Kind, "List")
+		for _, raw := range page.Items {
+			obj := c.newObj()
+			if err := decodeInto(raw, obj); err != nil {
+				return 0, fmt.Errorf("consumer: list %s: %w", p, err)
+			}
+			if obj.GetObjectKind().GroupVersionKind().Kind == "" {
+				obj.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(kind))
+			}
+			objs = append(objs, obj)
+		}
+		if cont = page.Metadata.Continue; cont == "" {
+			break
+		}
+	}
+	c.replace(objs, rev)
+	c.lists.Add(1)
+	c.log.Debug("snapshot", "objects", len(objs), "revision", int64(rev))
+	return rev, nil
+}
+
+// tail reads the log from c.resume until ctx ends or the consumer fails,
+// moving c.resume along.
+func (c *Cache[T]) tail(ctx context.Context) error {
+	js := c.cfg.JS
+	s, err := js.Stream(ctx, c.stream)
+	if err != nil {
+		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{c.filter}}
+	seq, err := events.SeekRevision(ctx, js, c.stream, c.resume)
+	switch {
+	case err == nil:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = seq
+	case errors.Is(err, events.ErrTooOld) && c.stream == events.LeaseStream:
+		// The lease stream keeps the latest event of every lease: what it
+		// dropped was superseded by what it keeps, so reading all of it
+		// (older events are skipped) loses nothing.
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	default:
+		return fmt.Errorf("consumer: tail: %w", err)
+	}
+	cons, err := s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+		}
+		var ev events.Event
+		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+			c.log.Error("undecodable event", "subject", msg.Subject(), "err", err)
+			continue
+		}
+		c.apply(&ev)
+		// Resume at this revision, not after it: a transaction that changed
+		// several objects has several events with one revision.
+		c.resume = ev.Revision
+	}
+}
+
+// listClient is a REST client for raw LIST requests.
+func listClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	rc := rest.CopyConfig(cfg)
+	rc.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	cl, err := rest.UnversionedRESTClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: rest client: %w", err)
+	}
+	return cl, nil
+}
+
+// decodeInto decodes an object's JSON into obj.
+func decodeInto(raw []byte, obj Object) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Unstructured's own decoder insists on a kind; list items may have
+		// none. utiljson keeps integers as int64, as Unstructured expects.
+		m := map[string]any{}
+		if err := utiljson.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("decode object: %w", err)
+		}
+		u.Object = m
+		return nil
+	}
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return fmt.Errorf("decode object: %w", err)
+	}
+	return nil
+}
+
+// backoff is a capped exponential delay.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) wait(ctx context.Context) {
+	if b.cur == 0 {
+		b.cur = b.min
+	}
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	b.cur = min(2*b.cur, b.max)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
