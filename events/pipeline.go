@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -53,7 +55,10 @@ func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
 func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last position) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := p.cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV())
+	// No WithPrevKV: it costs etcd a backend read for every change (the
+	// metadata key's too). Only deletes need the previous value; fillPrev
+	// reads it at rev-1, which compaction never passes (see Compactor).
+	wch := p.cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(start))
 	for {
 		var resp clientv3.WatchResponse
 		var ok bool
@@ -89,6 +94,9 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last p
 			n := 1
 			for n < len(evs) && evs[n].Kv.ModRevision == rev {
 				n++
+			}
+			if err := p.fillPrev(ctx, evs[:n]); err != nil {
+				return 0, err
 			}
 			msgs, err := buildRevision(Revision(rev), evs[:n])
 			if err != nil {
@@ -276,4 +284,22 @@ func (pl *pipeline) await(f flight) error {
 	case <-t.C:
 		return fmt.Errorf("events: publish revision %s: no acknowledgement in %s", id, pl.p.cfg.AckTimeout)
 	}
+}
+
+// fillPrev sets PrevKv of the deletes of registry keys among evs (one
+// revision's changes) from a read at the revision before.
+func (p *Publisher) fillPrev(ctx context.Context, evs []*clientv3.Event) error {
+	for _, ev := range evs {
+		if ev.Type != mvccpb.DELETE || ev.PrevKv != nil || !strings.HasPrefix(string(ev.Kv.Key), RegistryPrefix) {
+			continue
+		}
+		resp, err := p.cli.Get(ctx, string(ev.Kv.Key), clientv3.WithRev(ev.Kv.ModRevision-1))
+		if err != nil {
+			return fmt.Errorf("events: last state of %s before %d: %w", ev.Kv.Key, ev.Kv.ModRevision, err)
+		}
+		if len(resp.Kvs) > 0 {
+			ev.PrevKv = resp.Kvs[0]
+		}
+	}
+	return nil
 }

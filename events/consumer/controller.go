@@ -100,6 +100,11 @@ type ControllerConfig struct {
 	// each reconcile, so a key that moves to another replica is dropped
 	// here. Scale-out partitioning plugs in here.
 	Owns func(key string) bool
+	// Guard, if set, is called right before each reconcile instead of
+	// Owns: ok false skips the key (as Owns false does); otherwise done is
+	// called when the reconcile returns. A partitioner uses it to release a
+	// partition only once no reconcile of its keys is running.
+	Guard func(key string) (done func(), ok bool)
 	// WaitFor are the caches to sync before the first reconcile.
 	WaitFor []Syncer
 	// RateLimiter for retries; nil is the workqueue's default controller
@@ -186,7 +191,14 @@ func (c *Controller) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if c.cfg.Owns != nil && !c.cfg.Owns(key) {
+	if c.cfg.Guard != nil {
+		done, ok := c.cfg.Guard(key)
+		if !ok {
+			c.queue.Forget(key)
+			return true
+		}
+		defer done()
+	} else if c.cfg.Owns != nil && !c.cfg.Owns(key) {
 		c.queue.Forget(key)
 		return true
 	}

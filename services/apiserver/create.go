@@ -18,12 +18,7 @@ import (
 func jsonUnmarshal(b []byte, v any) error { return sigsjson.UnmarshalCaseSensitivePreserveInts(b, v) }
 
 func (s *Server) create(q *request) {
-	body, err := readBody(q.r)
-	if err != nil {
-		writeStatus(q.w, err)
-		return
-	}
-	obj, err := decodeObject(q.res, body, strictFields(q))
+	obj, err := decodeRequestObject(q.r, q.res, strictFields(q))
 	if err != nil {
 		writeStatus(q.w, err)
 		return

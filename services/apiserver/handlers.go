@@ -130,6 +130,8 @@ func (s *Server) respondObject(q *request, code int, obj schemas.Object) {
 		writeJSON(q.w, code, s.table(q, []schemas.Object{obj}, obj.GetResourceVersion(), ""))
 	case q.out.partialMeta:
 		writeJSON(q.w, code, partialMeta(obj))
+	case q.out.proto:
+		writeProto(q.w, code, obj)
 	default:
 		writeJSON(q.w, code, obj)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -107,8 +108,9 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		q.res.Default(desired)
 	}
 	// A binding is built by the server itself; pod-spec immutability does
-	// not apply to spec.nodeName set through it.
-	trusted := q.info.Subresource == "binding"
+	// not apply to spec.nodeName set through it. A finalize is built by
+	// the server too (only spec.finalizers changes, see finalize).
+	trusted := q.info.Subresource == "binding" || q.info.Subresource == "finalize"
 	if trusted {
 	} else if q.info.Subresource == "status" {
 		if q.res.PrepareForStatusUpdate != nil {
@@ -165,8 +167,12 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 // shouldDeleteDuringUpdate: an object being deleted whose last finalizer was
 // just removed and whose grace period is over goes away (kube's
 // ShouldDeleteDuringUpdate).
+// A namespace also waits for its spec.finalizers (kube's namespace REST).
 func shouldDeleteDuringUpdate(obj schemas.Object) bool {
 	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
 		return false
 	}
 	g := obj.GetDeletionGracePeriodSeconds()
@@ -187,12 +193,7 @@ func hasNewFinalizer(old, cur []string) bool {
 }
 
 func (s *Server) update(q *request) {
-	body, err := readBody(q.r)
-	if err != nil {
-		writeStatus(q.w, err)
-		return
-	}
-	obj, err := decodeObject(q.res, body, strictFields(q))
+	obj, err := decodeRequestObject(q.r, q.res, strictFields(q))
 	if err != nil {
 		writeStatus(q.w, err)
 		return

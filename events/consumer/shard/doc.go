@@ -1,0 +1,43 @@
+// Package shard splits the keys of a consumer between the live replicas of
+// a service, active-active, so that every key is handled by exactly one
+// replica at a time and the keys of a dead replica move to the others within
+// seconds.
+//
+// # Partitions and leases
+//
+// Keys ("namespace/name") hash (FNV-32a) into a fixed number of partitions
+// (Config.Partitions, 32 by default). Ownership of a partition is a lease:
+// a key "p.<n>" in a NATS JetStream key-value bucket whose TTL is the lease
+// duration (Config.LeaseTTL, 6 s). A replica acquires a partition with
+// Create (which fails while another replica's lease is alive), renews it
+// every LeaseTTL/6 with Update at the revision it last wrote (compare-and-
+// swap, which also restarts the TTL), and releases it with a Delete at that
+// revision. A replica that dies stops renewing; the bucket expires its
+// leases after LeaseTTL and another replica creates them on its next round.
+//
+// # Who should own what
+//
+// Replicas announce themselves with a member key "m.<identity>" renewed on
+// the same schedule. Each replica computes, from the live members, the
+// partitions it should hold by rendezvous hashing (highest FNV hash of
+// member and partition wins), acquires those, and releases those it holds
+// that another member should hold, so load spreads out when a replica joins
+// and moves back when it leaves.
+//
+// # Never acting on a key it does not own
+//
+// Owns(key) is true only while the replica holds the key's partition, the
+// lease is younger than LeaseTTL minus Config.Margin (2 s) since its last
+// successful renewal, and the partition is ready: after acquiring a
+// partition the replica first runs Config.CatchUp (a consumer waits there
+// until its caches have read the log up to the moment of acquisition, so it
+// sees everything the previous owner wrote) and only then calls
+// Config.OnAcquire (a consumer queues every key of the partition: reconcile
+// is level-triggered). Before releasing a partition the replica stops
+// answering Owns for it and waits until no reconcile of its keys is running
+// (Guard), so two replicas never reconcile one key at the same time. If
+// renewal fails, Owns turns false Margin before the lease can expire on the
+// server; a reconcile that is still running then must finish within Margin.
+// This relies on clocks of the replicas and the NATS server advancing at
+// the same rate, not on them agreeing.
+package shard

@@ -1,0 +1,370 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config configures a Sharder.
+type Config struct {
+	JS jetstream.JetStream
+	// Group names the set of replicas sharing keys, e.g.
+	// "controller-manager"; it names the bucket.
+	Group string
+	// Identity of this replica; default "<hostname>-<pid>".
+	Identity string
+	// Partitions is the number of partitions; default 32. Every replica of
+	// a group must use the same number.
+	Partitions int
+	// LeaseTTL is how long a lease lives without renewal; default 6s.
+	LeaseTTL time.Duration
+	// Margin is how long before a lease can expire Owns turns false;
+	// default LeaseTTL/3.
+	Margin time.Duration
+	// CatchUp runs after a partition is acquired and before it is used.
+	CatchUp func(ctx context.Context) error
+	// OnAcquire is called once a partition is ready.
+	OnAcquire func(partition int)
+	Log       *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// ErrConfig reports a bad Config.
+var ErrConfig = errors.New("shard: bad config")
+
+type lease struct {
+	rev       uint64
+	renewed   time.Time
+	ready     bool
+	releasing bool
+	inflight  int
+}
+
+// Sharder holds this replica's partitions. Create it with New and call Run.
+type Sharder struct {
+	cfg Config
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	leases map[int]*lease
+}
+
+// New returns a Sharder; nothing runs until Run.
+func New(cfg Config) (*Sharder, error) {
+	if cfg.JS == nil || cfg.Group == "" {
+		return nil, fmt.Errorf("%w: JS and Group are required", ErrConfig)
+	}
+	if cfg.Identity == "" {
+		h, _ := os.Hostname()
+		cfg.Identity = h + "-" + strconv.Itoa(os.Getpid())
+	}
+	cfg.Identity = strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(cfg.Identity)
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 32
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 6 * time.Second
+	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = cfg.LeaseTTL / 3
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sharder{cfg: cfg, leases: map[int]*lease{}, log: cfg.Log.With("shard", cfg.Group, "identity", cfg.Identity)}
+	s.cond = sync.NewCond(&s.mu)
+	return s, nil
+}
+
+// Identity is this replica's name in the group.
+func (s *Sharder) Identity() string { return s.cfg.Identity }
+
+// Partition of a key.
+func (s *Sharder) Partition(key string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(s.cfg.Partitions))
+}
+
+// Owns reports whether this replica may act on key now.
+func (s *Sharder) Owns(key string) bool {
+	p := s.Partition(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usableLocked(p)
+}
+
+func (s *Sharder) usableLocked(p int) bool {
+	l := s.leases[p]
+	return l != nil && l.ready && !l.releasing && s.cfg.Now().Sub(l.renewed) < s.cfg.LeaseTTL-s.cfg.Margin
+}
+
+// Guard is Owns for a reconcile: while done has not been called, the
+// key's partition is not released.
+func (s *Sharder) Guard(key string) (done func(), ok bool) {
+	p := s.Partition(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.usableLocked(p) {
+		return nil, false
+	}
+	l := s.leases[p]
+	l.inflight++
+	return func() {
+		s.mu.Lock()
+		l.inflight--
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}, true
+}
+
+// Held returns the partitions this replica holds and has made ready.
+func (s *Sharder) Held() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for p := range s.leases {
+		if s.usableLocked(p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *Sharder) bucket() string {
+	return "cairn_shards_" + strings.NewReplacer(".", "_", "-", "_", " ", "_").Replace(s.cfg.Group)
+}
+
+// Run takes part in the group until ctx is done, then releases every
+// partition it holds (waiting for running reconciles) so others take them
+// over at once.
+func (s *Sharder) Run(ctx context.Context) error {
+	kv, err := s.cfg.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      s.bucket(),
+		Description: "cairn: partition leases of " + s.cfg.Group,
+		TTL:         s.cfg.LeaseTTL,
+		History:     1,
+	})
+	if err != nil {
+		return fmt.Errorf("shard: bucket %s: %w", s.bucket(), err)
+	}
+	s.kv = kv
+	tick := time.NewTicker(s.cfg.LeaseTTL / 6)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		s.round(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			s.releaseAll()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// round renews the member key and the leases, then acquires and releases
+// partitions toward the desired assignment.
+func (s *Sharder) round(ctx context.Context, wg *sync.WaitGroup) {
+	if _, err := s.kv.Put(ctx, "m."+s.cfg.Identity, []byte(s.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		s.log.Warn("shard: member heartbeat failed", "err", err)
+	}
+	s.renew(ctx)
+	members, err := s.members(ctx)
+	if err != nil {
+		s.log.Warn("shard: list members failed", "err", err)
+		return
+	}
+
+	want := map[int]bool{}
+	for p := 0; p < s.cfg.Partitions; p++ {
+		if owner(members, p) == s.cfg.Identity {
+			want[p] = true
+		}
+	}
+	for p := 0; p < s.cfg.Partitions; p++ {
+		s.mu.Lock()
+		l := s.leases[p]
+		s.mu.Unlock()
+		switch {
+		case want[p] && l == nil:
+			s.acquire(ctx, p, wg)
+		case !want[p] && l != nil && l.ready && !l.releasing:
+			// Hand it over to the member that should hold it.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.release(p)
+			}()
+		}
+	}
+}
+
+func (s *Sharder) members(ctx context.Context) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, "m.>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return []string{s.cfg.Identity}, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, strings.TrimPrefix(k, "m."))
+	}
+	if !slices.Contains(out, s.cfg.Identity) {
+		out = append(out, s.cfg.Identity)
+	}
+	return out, nil
+}
+
+// owner is the member that should hold partition p (rendezvous hashing).
+func owner(members []string, p int) string {
+	best, bestScore := "", uint64(0)
+	for _, m := range members {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(m + "/" + strconv.Itoa(p)))
+		// FNV alone mixes short, similar strings poorly ("a/1" vs "b/1");
+		// the splitmix64 finalizer spreads the scores.
+		if sc := mix(h.Sum64()); best == "" || sc > bestScore || sc == bestScore && m < best {
+			best, bestScore = m, sc
+		}
+	}
+	return best
+}
+
+func leaseKey(p int) string { return "p." + strconv.Itoa(p) }
+
+func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
+	now := s.cfg.Now()
+	rev, err := s.kv.Create(ctx, leaseKey(p), []byte(s.cfg.Identity))
+	if err != nil {
+		// Held by another replica (alive or not yet expired): try again
+		// next round.
+		return
+	}
+	s.mu.Lock()
+	s.leases[p] = &lease{rev: rev, renewed: now}
+	s.mu.Unlock()
+	s.log.Info("shard: acquired partition", "partition", p)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if s.cfg.CatchUp != nil {
+			if err := s.cfg.CatchUp(ctx); err != nil {
+				s.log.Warn("shard: catch-up failed; releasing", "partition", p, "err", err)
+				s.release(p)
+				return
+			}
+		}
+		s.mu.Lock()
+		if l := s.leases[p]; l != nil {
+			l.ready = true
+		}
+		s.mu.Unlock()
+		if s.cfg.OnAcquire != nil {
+			s.cfg.OnAcquire(p)
+		}
+	}()
+}
+
+func (s *Sharder) renew(ctx context.Context) {
+	s.mu.Lock()
+	held := make(map[int]uint64, len(s.leases))
+	for p, l := range s.leases {
+		if !l.releasing {
+			held[p] = l.rev
+		}
+	}
+	s.mu.Unlock()
+	for p, rev := range held {
+		now := s.cfg.Now()
+		nrev, err := s.kv.Update(ctx, leaseKey(p), []byte(s.cfg.Identity), rev)
+		s.mu.Lock()
+		l := s.leases[p]
+		switch {
+		case l == nil || l.releasing:
+		case err == nil:
+			l.rev, l.renewed = nrev, now
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
+			// Someone else holds it now (our lease expired): drop it.
+			s.log.Warn("shard: lost partition", "partition", p, "err", err)
+			delete(s.leases, p)
+		default:
+			// NATS unreachable: keep trying until the lease runs out;
+			// Owns is already false Margin before that.
+			if s.cfg.Now().Sub(l.renewed) > s.cfg.LeaseTTL {
+				delete(s.leases, p)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// release stops using partition p, waits for its running reconciles, and
+// deletes the lease so the next owner can take it at once.
+func (s *Sharder) release(p int) {
+	s.mu.Lock()
+	l := s.leases[p]
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	l.releasing = true
+	for l.inflight > 0 {
+		s.cond.Wait()
+	}
+	rev := l.rev
+	delete(s.leases, p)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
+		s.log.Debug("shard: release", "partition", p, "err", err)
+	}
+	s.log.Info("shard: released partition", "partition", p)
+}
+
+func (s *Sharder) releaseAll() {
+	s.mu.Lock()
+	var ps []int
+	for p := range s.leases {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		s.release(p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.kv.Delete(ctx, "m."+s.cfg.Identity)
+}
+
+// mix is splitmix64's finalizer.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,172 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
+)
+
+func TestOwner(t *testing.T) {
+	for _, members := range [][]string{{"a", "b"}, {"a", "b", "c"}, {"r0", "r1", "r2"}, {"vm-1234", "vm-1235"}} {
+		count := map[string]int{}
+		for p := 0; p < 32; p++ {
+			count[owner(members, p)]++
+		}
+		for _, m := range members {
+			if count[m] < 32/len(members)/3 {
+				t.Errorf("member %s of %v owns only %d of 32 partitions: %v", m, members, count[m], count)
+			}
+		}
+	}
+	members := []string{"a", "b", "c"}
+	// Removing a member only moves that member's partitions.
+	for p := 0; p < 300; p++ {
+		before, after := owner(members, p), owner([]string{"a", "b"}, p)
+		if before != "c" && before != after {
+			t.Fatalf("partition %d moved from %s to %s", p, before, after)
+		}
+	}
+}
+
+type replica struct {
+	s      *Sharder
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startReplica(t *testing.T, url, id string) *replica {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{JS: js, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{s: s, nc: nc, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		_ = s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+		nc.Close()
+	})
+	return r
+}
+
+// check samples every replica's partitions: no partition is ever usable on
+// two replicas at once. It returns the union once it covers every
+// partition, or fails after timeout.
+func waitCovered(t *testing.T, rs []*replica, timeout time.Duration) map[int]string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		union := map[int]string{}
+		for i, r := range rs {
+			for _, p := range r.s.Held() {
+				if prev, dup := union[p]; dup {
+					t.Fatalf("partition %d held by %s and replica %d at once", p, prev, i)
+				}
+				union[p] = r.s.Identity()
+			}
+		}
+		if len(union) == 16 {
+			return union
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 16 partitions held after %v: %v", len(union), timeout, union)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestShardingFailover(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	var rs []*replica
+	for i := 0; i < 3; i++ {
+		rs = append(rs, startReplica(t, n.URL(), fmt.Sprintf("r%d", i)))
+	}
+	waitCovered(t, rs, 20*time.Second)
+	// Spread out: every replica ends up with some partitions.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, r := range rs {
+			if len(r.s.Held()) == 0 {
+				ok = false
+			}
+		}
+		waitCovered(t, rs, 10*time.Second)
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("partitions never spread to every replica")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// r0 loses its connection, as a crashed process would: its leases
+	// expire and the others take over within the lease TTL plus a round.
+	rs[0].nc.Close()
+	start := time.Now()
+	var mu sync.Mutex
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		union := waitCovered(t, rs, time.Until(deadline))
+		mu.Lock()
+		taken := true
+		for _, owner := range union {
+			if owner == "r0" {
+				taken = false
+			}
+		}
+		mu.Unlock()
+		if taken {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("partitions of the dead replica taken over in %v", time.Since(start).Round(10*time.Millisecond))
+}
+
+func TestGuardDelaysRelease(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	a := startReplica(t, n.URL(), "a")
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	key := "default/x"
+	done, ok := a.s.Guard(key)
+	if !ok {
+		t.Fatal("a does not own the key it holds every partition of")
+	}
+	b := startReplica(t, n.URL(), "b")
+	p := a.s.Partition(key)
+	if owner([]string{"a", "b"}, p) != "b" {
+		// The key stays with a; nothing to hand over.
+		done()
+		return
+	}
+	// b wants p, but a keeps it while the reconcile runs.
+	time.Sleep(2 * time.Second)
+	for _, q := range b.s.Held() {
+		if q == p {
+			t.Fatal("b took a partition while a reconcile of it was running on a")
+		}
+	}
+	done()
+	waitCovered(t, []*replica{a, b}, 15*time.Second)
+}
