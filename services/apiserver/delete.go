@@ -267,4 +267,3 @@ func (s *Server) deleteCollection(q *request) {
 	}
 	writeJSON(q.w, http.StatusOK, list)
 }
-

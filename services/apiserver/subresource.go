@@ -3,12 +3,14 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cairn-dev/cairn/schemas"
 )
@@ -23,6 +25,12 @@ func (s *Server) serveSubresource(q *request) {
 			return
 		}
 		s.bind(q)
+	case "finalize":
+		if q.info.Verb != "update" {
+			writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))
+			return
+		}
+		s.finalize(q)
 	default:
 		writeStatus(q.w, apierrors.NewNotFound(q.res.GroupResource(), q.info.Name))
 	}
@@ -145,6 +153,50 @@ func (s *Server) scale(q *request) {
 	default:
 		writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))
 	}
+}
+
+// finalize is PUT namespaces/<name>/finalize: it takes only spec.finalizers
+// (and the resourceVersion precondition) from the body. A namespace being
+// deleted whose spec.finalizers and metadata.finalizers are then both empty
+// is deleted (shouldDeleteDuringUpdate).
+func (s *Server) finalize(q *request) {
+	body, err := readBody(q.r)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	var want corev1.Namespace
+	if err := decodeInto(body, &want, strictFields(q)); err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	if want.Name != "" && want.Name != q.info.Name {
+		writeStatus(q.w, errBadRequest("the name of the object (%s) does not match the name on the URL (%s)", want.Name, q.info.Name))
+		return
+	}
+	for i, f := range want.Spec.Finalizers {
+		if errs := validation.IsQualifiedName(string(f)); len(errs) > 0 && f != corev1.FinalizerKubernetes {
+			writeStatus(q.w, apierrors.NewInvalid(q.res.GVK().GroupKind(), q.info.Name,
+				fieldErr(fmt.Sprintf("spec.finalizers[%d]", i), string(f), strings.Join(errs, "; "))))
+			return
+		}
+	}
+	out, _, err := s.guaranteedUpdate(q, func(cur schemas.Object) (schemas.Object, error) {
+		ns, ok := cur.(*corev1.Namespace)
+		if !ok {
+			return nil, apierrors.NewNotFound(q.res.GroupResource(), q.info.Name)
+		}
+		ns.Spec.Finalizers = want.Spec.Finalizers
+		if want.ResourceVersion != "" {
+			ns.ResourceVersion = want.ResourceVersion
+		}
+		return ns, nil
+	}, updateOpts{verb: "update", preconditionRV: true})
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
+	s.respondObject(q, http.StatusOK, out)
 }
 
 // bind sets spec.nodeName of an unbound pod, as POST pods/binding does.

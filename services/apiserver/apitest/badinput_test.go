@@ -144,6 +144,15 @@ func TestBadInput(t *testing.T) {
 			wantCauses: []string{"spec.containers[0].image"},
 		},
 		{
+			name: "update with a name that differs from the URL",
+			setup: func(t *testing.T) call {
+				p := existing.DeepCopy()
+				p.Name = "renamed"
+				return call{method: "PUT", path: podsPath + "/existing", body: mustJSON(t, p)}
+			},
+			wantCode: http.StatusBadRequest, wantReason: metav1.StatusReasonBadRequest,
+		},
+		{
 			name: "create of an object that exists",
 			setup: func(*testing.T) call {
 				return call{method: "POST", path: podsPath, body: podJSON("existing")}

@@ -60,6 +60,29 @@ func TestWriteSemantics(t *testing.T) {
 		}
 	})
 
+	t.Run("concurrent creates of one name", func(t *testing.T) {
+		const n = 8
+		errc := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "race"}}, metav1.CreateOptions{})
+				errc <- err
+			}()
+		}
+		created := 0
+		for range n {
+			switch err := <-errc; {
+			case err == nil:
+				created++
+			case !apierrors.IsAlreadyExists(err):
+				t.Errorf("got %v, want 409 AlreadyExists", err)
+			}
+		}
+		if created != 1 {
+			t.Errorf("%d creates succeeded, want 1", created)
+		}
+	})
+
 	t.Run("system fields cannot be set by an update", func(t *testing.T) {
 		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sysfields"}}, metav1.CreateOptions{})
 		if err != nil {
@@ -218,6 +241,44 @@ func TestWriteSemantics(t *testing.T) {
 		}
 		if ev := nextEvent(t, w); ev.Type != watch.Deleted {
 			t.Errorf("got %s, want DELETED", ev.Type)
+		}
+	})
+
+	t.Run("graceful deletion of a bound pod", func(t *testing.T) {
+		p := testPod("graceful")
+		p.Spec.NodeName = "n1"
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Delete(ctx, "graceful", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		marked, err := pods.Get(ctx, "graceful", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("bound pod gone before its kubelet confirmed: %v", err)
+		}
+		if marked.DeletionTimestamp == nil || marked.DeletionGracePeriodSeconds == nil || *marked.DeletionGracePeriodSeconds != 30 {
+			t.Fatalf("deletionTimestamp %v, grace %v", marked.DeletionTimestamp, marked.DeletionGracePeriodSeconds)
+		}
+		// A longer grace period does not extend it.
+		before := settle(t, env)
+		if err := pods.Delete(ctx, "graceful", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(60))}); err != nil {
+			t.Fatal(err)
+		}
+		requireNothingWritten(t, env, before)
+		// A shorter one shortens it; zero (the kubelet's confirmation, or
+		// --force) removes the pod.
+		if err := pods.Delete(ctx, "graceful", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(5))}); err != nil {
+			t.Fatal(err)
+		}
+		if cur, err := pods.Get(ctx, "graceful", metav1.GetOptions{}); err != nil || *cur.DeletionGracePeriodSeconds != 5 {
+			t.Errorf("after shortening: %v %v", err, cur.DeletionGracePeriodSeconds)
+		}
+		if err := pods.Delete(ctx, "graceful", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+			t.Fatalf("delete with grace 0: %v", err)
+		}
+		if _, err := pods.Get(ctx, "graceful", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after grace 0: got %v, want 404", err)
 		}
 	})
 
