@@ -192,3 +192,26 @@ func LastPublishedRevision(ctx context.Context, js jetstream.JetStream) (Revisio
 	}
 	return t.last().rev, nil
 }
+
+// WaitPublished returns once every committed change up to rev is on the log.
+// rev should be the revision of an API write (its resourceVersion): the
+// publisher publishes in revision order across both streams, so once the
+// log holds rev it holds everything before it.
+func WaitPublished(ctx context.Context, js jetstream.JetStream, rev Revision) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		last, err := LastPublishedRevision(ctx, js)
+		if err != nil {
+			return err
+		}
+		if last >= rev {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("events: wait for revision %d (log at %d): %w", rev, last, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

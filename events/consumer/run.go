@@ -157,6 +157,9 @@ func (c *Cache[T]) tail(ctx context.Context) error {
 	default:
 		return fmt.Errorf("consumer: tail: %w", err)
 	}
+	if cfg.OptStartSeq > 0 {
+		c.seq.Store(cfg.OptStartSeq - 1)
+	}
 	cons, err := s.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
@@ -177,6 +180,9 @@ func (c *Cache[T]) tail(ctx context.Context) error {
 			continue
 		}
 		c.apply(&ev)
+		if md, err := msg.Metadata(); err == nil {
+			c.seq.Store(md.Sequence.Stream)
+		}
 		// Resume at this revision, not after it: a transaction that changed
 		// several objects has several events with one revision.
 		c.resume = ev.Revision
@@ -231,3 +237,34 @@ func (b *backoff) wait(ctx context.Context) {
 }
 
 func (b *backoff) reset() { b.cur = 0 }
+
+// WaitForLog returns once the cache has applied every event its filter
+// selects that is on the log now: it reads the stream sequence of the last
+// such event and waits until the tail has passed it. A replica that takes
+// over keys from another calls it so it acts on everything the other wrote.
+func (c *Cache[T]) WaitForLog(ctx context.Context) error {
+	s, err := c.cfg.JS.Stream(ctx, c.stream)
+	if err != nil {
+		return fmt.Errorf("consumer: wait for log: %w", err)
+	}
+	last, err := s.GetLastMsgForSubject(ctx, c.filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return c.WaitForSync(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("consumer: wait for log: %w", err)
+	}
+	if err := c.WaitForSync(ctx); err != nil {
+		return err
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for c.seq.Load() < last.Sequence {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
