@@ -18,7 +18,7 @@ func TestRegistryLookup(t *testing.T) {
 		namespaced             bool
 		short, cats, subs      []string
 	}{
-		{"", "v1", "namespaces", "Namespace", false, []string{"ns"}, nil, []string{"status"}},
+		{"", "v1", "namespaces", "Namespace", false, []string{"ns"}, nil, []string{"status", "finalize"}},
 		{"", "v1", "pods", "Pod", true, []string{"po"}, []string{"all"}, []string{"status", "binding"}},
 		{"", "v1", "nodes", "Node", false, []string{"no"}, nil, []string{"status"}},
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},

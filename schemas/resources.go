@@ -37,7 +37,7 @@ func namespaceResource(now func() time.Time) *Resource {
 	return &Resource{
 		GroupVersion: gvCore, Kind: "Namespace", Plural: "namespaces", Singular: "namespace",
 		ShortNames:             []string{"ns"},
-		Subresources:           []string{"status"},
+		Subresources:           []string{"status", "finalize"},
 		New:                    func() Object { return &corev1.Namespace{} },
 		NewList:                func() runtime.Object { return &corev1.NamespaceList{} },
 		Default:                defaulter(defaultNamespace),

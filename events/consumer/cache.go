@@ -97,7 +97,7 @@ type Cache[T Object] struct {
 
 	mu  sync.RWMutex
 	st  *store[T]
-	rev atomic.Int64 // log position applied
+	rev atomic.Int64  // log position applied
 	seq atomic.Uint64 // stream sequence of the last event applied
 	// listRev is the revision of the last snapshot: events up to it are in
 	// the snapshot already. Guarded by mu.

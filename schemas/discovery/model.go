@@ -22,7 +22,8 @@ type Subresource struct {
 }
 
 // Subresources returns r's subresources with their kinds and verbs:
-// status (and unknown ones) use r's kind with get, patch and update; scale
+// status (and unknown ones) use r's kind with get, patch and update;
+// finalize (namespaces) uses r's kind with update only; scale
 // is autoscaling/v1 Scale; binding (core/v1 Binding) and eviction
 // (policy/v1 Eviction) accept create only.
 func Subresources(r *schemas.Resource) []Subresource {
@@ -32,6 +33,8 @@ func Subresources(r *schemas.Resource) []Subresource {
 		switch name {
 		case "scale":
 			s.GVK = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+		case "finalize":
+			s.Verbs = metav1.Verbs{"update"}
 		case "binding":
 			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
 			s.Verbs = metav1.Verbs{"create"}

@@ -51,15 +51,17 @@ const (
 // subresourceKind is what a subresource reads and writes, and how.
 type subresourceKind struct {
 	// GVK and Type are empty for subresources that use the parent's kind.
-	GVK    schema.GroupVersionKind
-	Type   reflect.Type
-	Create bool // POST only (binding, eviction); otherwise get/put/patch
+	GVK     schema.GroupVersionKind
+	Type    reflect.Type
+	Create  bool // POST only (binding, eviction); otherwise get/put/patch
+	Replace bool // PUT only (namespaces/finalize)
 }
 
 var subresourceKinds = map[string]subresourceKind{
 	"scale":    {GVK: autoscalingv1.SchemeGroupVersion.WithKind("Scale"), Type: reflect.TypeFor[autoscalingv1.Scale]()},
 	"binding":  {GVK: corev1.SchemeGroupVersion.WithKind("Binding"), Type: reflect.TypeFor[corev1.Binding](), Create: true},
 	"eviction": {GVK: policyv1.SchemeGroupVersion.WithKind("Eviction"), Type: reflect.TypeFor[policyv1.Eviction](), Create: true},
+	"finalize": {Replace: true},
 }
 
 var (
@@ -210,6 +212,9 @@ func subresourcePath(r *schemas.Resource, sub, item string, itemParams []param,
 	patch := op("patch", "patch", "patch", suffix, fmt.Sprintf("partially update %s of the specified %s", sub, r.Kind))
 	patch.Params, patch.Body, patch.Patch, patch.Response, patch.Codes = append(append([]param{}, writeParams...), pForce), patchDef, true, def, []string{"200", "201"}
 	p.Ops = []operation{get, put, patch}
+	if sk.Replace {
+		p.Ops = []operation{put}
+	}
 	if sk.GVK.Kind != "" {
 		for i := range p.Ops {
 			p.Ops[i].GVK = sk.GVK

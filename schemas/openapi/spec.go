@@ -144,7 +144,7 @@ func (s *Spec) addResource(r *schemas.Resource) ([]pathItem, []string, error) {
 	subDefs := map[string]string{}
 	for _, sub := range r.Subresources {
 		sk, ok := subresourceKinds[sub]
-		if !ok {
+		if !ok || sk.Type == nil {
 			continue
 		}
 		name, err := m.addRoot(sk.Type, sk.GVK)
