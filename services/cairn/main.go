@@ -21,6 +21,7 @@ func commands() []command {
 	return []command{
 		{"up", "run a whole cluster in this process", runUp},
 		{"apiserver", "run the apiserver (with the log publisher) on an external etcd and NATS", runAPIServer},
+		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
 		{"version", "print the version", runVersion},
 	}

@@ -7,8 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
+	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/supervisor"
@@ -20,7 +25,55 @@ import (
 // plane service and use its clients from their Run.
 func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, out io.Writer) []supervisor.Service {
 	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, out: out}
-	return []supervisor.Service{cp}
+	cm := &controllerManagerService{cp: cp}
+	return []supervisor.Service{cp, cm}
+}
+
+// ControllerManagerKubeconfig is the kubeconfig (user
+// system:kube-controller-manager) that `cairn up` writes for the
+// controller-manager; `cairn controller-manager --data-dir` uses it.
+const ControllerManagerKubeconfig = "controller-manager.kubeconfig"
+
+// controllerManagerService runs one controller-manager replica in process,
+// sharded like any other so more replicas can join (cairn
+// controller-manager).
+type controllerManagerService struct {
+	cp *controlPlaneService
+	m  *manager.Manager
+}
+
+func (s *controllerManagerService) Name() string { return "controller-manager" }
+
+func (s *controllerManagerService) Describe() string {
+	if s.m == nil {
+		return ""
+	}
+	return strings.Join(s.m.Controllers(), ", ")
+}
+
+func (s *controllerManagerService) Run(ctx context.Context, ready func()) error {
+	cp := s.cp.cp
+	server := "https://" + cp.Addr
+	cert, key, err := s.cp.pki.IssueClient(apiserver.UserControllers, nil)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.cp.paths.Root, ControllerManagerKubeconfig)
+	if err := kubeconfig.Write(path, server, s.cp.pki.CAPEM, cert, key, apiserver.UserControllers); err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return err
+	}
+	rc.QPS, rc.Burst = -1, -1
+	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, Log: s.cp.log.With("service", "controller-manager")})
+	if err != nil {
+		return err
+	}
+	s.m = m
+	ready()
+	return m.Run(ctx)
 }
 
 // controlPlaneService runs etcd, NATS, the log publisher, the watch hub and

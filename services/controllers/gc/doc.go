@@ -1,0 +1,57 @@
+// Package gc is the garbage collector: it deletes objects whose owners are
+// gone, following metadata.ownerReferences, as kube-controller-manager's
+// garbage collector does.
+//
+// # What it watches
+//
+// At start, Run asks discovery for every resource the apiserver serves that
+// can be listed, watched and deleted, and runs one consumer.Cache (of
+// *unstructured.Unstructured) per resource, each with an extra index over
+// the UIDs of all its ownerReferences (not only the controller's): the
+// dependents of an owner are ByIndex(IndexOwnerUID, uid) over every cache.
+// Each resource has its own consumer.Controller keyed "namespace/name", so
+// ControllerConfig.Owns partitions the work as for any controller.
+//
+// # The three propagation policies
+//
+// The apiserver implements the first half of a delete: with
+// propagationPolicy Foreground it adds the finalizer "foregroundDeletion",
+// with Orphan the finalizer "orphan", and with Background (or none) it
+// deletes the owner at once. The collector does the rest:
+//
+//   - Background: when an owner is deleted, its dependents are queued. A
+//     dependent none of whose owners exists any more is deleted (with
+//     Background, or the policy its own finalizers ask for); a dependent
+//     with an owner left loses only its references to the owners that are
+//     gone.
+//   - Foreground: an owner being deleted with "foregroundDeletion" queues
+//     its dependents; each one with no other live owner is deleted (with
+//     Foreground itself when it has dependents of its own). The owner waits
+//     for the dependents whose reference has blockOwnerDeletion: when none
+//     is left, the collector removes the finalizer and the apiserver
+//     deletes the owner.
+//   - Orphan: an owner being deleted with "orphan" has the references to it
+//     removed from all its dependents, then the finalizer removed.
+//
+// # Stale caches
+//
+// Caches can lag. The collector therefore never deletes on the word of a
+// cache alone: an owner the cache does not hold (or holds with another UID)
+// is read from the apiserver before it is called absent, and confirmed
+// absent owners are remembered (as kube's absentOwnerCache). Deletes carry
+// the dependent's UID and resourceVersion as preconditions, and reference
+// removals are read-modify-write updates, so a change the cache has not
+// seen yet makes the write fail and the key is retried.
+//
+// # Causation
+//
+// Every write is made with the reconcile's ctx through a client from
+// consumer.WrapConfig, so the delete of a dependent carries the id of the
+// event (typically the owner's delete) that queued it.
+//
+// # Not done
+//
+// Kube's cycle guard (making blocking references non-blocking when an owner
+// and a dependent both wait for dependents) is left out; resources added
+// after start (new CRDs) are not picked up until a restart.
+package gc

@@ -1,0 +1,318 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
+)
+
+// IndexOwnerUID indexes objects by the UID of every one of their
+// ownerReferences (consumer.IndexOwner has only the controller's).
+const IndexOwnerUID = "ownerUID"
+
+// ErrConfig is returned by New for an incomplete Config.
+var ErrConfig = errors.New("gc: bad config")
+
+// Config configures the garbage collector.
+type Config struct {
+	// RestConfig reaches the apiserver (as the controller manager).
+	RestConfig *rest.Config
+	// JS reads the log.
+	JS jetstream.JetStream
+	// Workers is the number of concurrent reconciles per resource; 0 means 2.
+	Workers int
+	// Owns reports whether this replica handles a "namespace/name" key
+	// (of any resource); nil owns every key.
+	Owns func(key string) bool
+	Log  *slog.Logger
+	// Clock is unused; it is here for the common controller Config shape.
+	Clock func() time.Time
+}
+
+// Controller is the garbage collector. Build it with New, start it with Run.
+type Controller struct {
+	cfg    Config
+	log    *slog.Logger
+	client dynamic.Interface
+	disco  discovery.DiscoveryInterface
+
+	// Set by Run before any reconcile; read-only afterwards.
+	resources []*resource
+	byKind    map[schema.GroupKind]*resource
+
+	absent absentOwners
+}
+
+// resource is one served resource with its cache and controller.
+type resource struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+	cache      *consumer.Cache[*unstructured.Unstructured]
+	ctrl       *consumer.Controller
+}
+
+// New builds a garbage collector. It does no I/O: Run discovers the
+// resources.
+func New(cfg Config) (*Controller, error) {
+	if cfg.RestConfig == nil || cfg.JS == nil {
+		return nil, fmt.Errorf("gc: new: RestConfig and JS are required: %w", ErrConfig)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	client, err := dynamic.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+	if err != nil {
+		return nil, fmt.Errorf("gc: new: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg.RestConfig)
+	if err != nil {
+		return nil, fmt.Errorf("gc: new: %w", err)
+	}
+	return &Controller{cfg: cfg, log: cfg.Log.With("controller", "gc"), client: client, disco: disco,
+		absent: absentOwners{m: map[types.UID]struct{}{}}}, nil
+}
+
+// Run discovers the served resources, starts a cache and a controller for
+// each, and collects garbage until ctx ends. It waits for every goroutine
+// it started and returns nil then, or the error that stopped it.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.discover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	waitFor := make([]consumer.Syncer, 0, len(c.resources))
+	for _, r := range c.resources {
+		waitFor = append(waitFor, r.cache)
+	}
+	runners := make([]consumer.Runner, 0, 2*len(c.resources))
+	for _, r := range c.resources {
+		ctrl, err := consumer.NewController(consumer.ControllerConfig{
+			Name: "gc-" + r.gvr.GroupResource().String(), Reconciler: reconciler{c, r},
+			Workers: c.cfg.Workers, Owns: c.cfg.Owns, WaitFor: waitFor, Log: c.log,
+		})
+		if err != nil {
+			return fmt.Errorf("gc: run: %w", err)
+		}
+		r.ctrl = ctrl
+	}
+	for _, r := range c.resources {
+		r.cache.AddHandler(c.handler(r))
+		runners = append(runners, r.cache, r.ctrl)
+	}
+	c.log.Info("garbage collector starting", "resources", len(c.resources))
+	return consumer.RunAll(ctx, runners...)
+}
+
+// discover lists the resources to collect, retrying until the apiserver
+// answers or ctx ends.
+func (c *Controller) discover(ctx context.Context) error {
+	var lists []*metav1.APIResourceList
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		lists, err = c.disco.ServerPreferredResources()
+		if err != nil && len(lists) == 0 {
+			c.log.Warn("discovery failed", "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("gc: discovery: %w", err)
+	}
+	c.byKind = map[schema.GroupKind]*resource{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, ar := range l.APIResources {
+			if strings.Contains(ar.Name, "/") || !hasVerbs(ar.Verbs, "list", "watch", "get", "delete", "update") {
+				continue
+			}
+			r := &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced}
+			r.cache, err = consumer.NewCache(consumer.CacheConfig[*unstructured.Unstructured]{
+				Resource: r.gvr, Config: c.cfg.RestConfig, JS: c.cfg.JS, Log: c.log,
+				Indexers: map[string]consumer.IndexFunc[*unstructured.Unstructured]{IndexOwnerUID: ownerUIDs},
+			})
+			if err != nil {
+				return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
+			}
+			c.resources = append(c.resources, r)
+			c.byKind[schema.GroupKind{Group: gv.Group, Kind: ar.Kind}] = r
+		}
+	}
+	return nil
+}
+
+func hasVerbs(have metav1.Verbs, want ...string) bool {
+	for _, v := range want {
+		if !slices.Contains(have, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerUIDs is the IndexOwnerUID index function.
+func ownerUIDs(obj *unstructured.Unstructured) []string {
+	refs := obj.GetOwnerReferences()
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, string(r.UID))
+	}
+	return out
+}
+
+// handler queues the work a change implies. It only queues: the reconcile
+// decides from the current state.
+func (c *Controller) handler(r *resource) consumer.Handler[*unstructured.Unstructured] {
+	return consumer.Handler[*unstructured.Unstructured]{
+		OnAdd: func(obj *unstructured.Unstructured, ev *events.Event) {
+			if interesting(obj) {
+				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
+			}
+		},
+		OnUpdate: func(old, obj *unstructured.Unstructured, ev *events.Event) {
+			if interesting(obj) {
+				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
+			}
+			if deletingDependents(obj) && !deletingDependents(old) {
+				// Foreground deletion starts: every dependent decides
+				// whether it goes too.
+				c.enqueueDependents(obj.GetUID(), ev)
+			}
+			if obj.GetDeletionTimestamp() != nil && old.GetDeletionTimestamp() == nil {
+				// A dependent that goes away may let a waiting owner
+				// go; so may one whose reference is removed (below).
+				c.enqueueOwners(old, old.GetOwnerReferences(), ev)
+			}
+			if removed := removedRefs(old, obj); len(removed) > 0 {
+				c.enqueueOwners(old, removed, ev)
+			}
+		},
+		OnDelete: func(obj *unstructured.Unstructured, ev *events.Event) {
+			c.enqueueDependents(obj.GetUID(), ev)
+			c.enqueueOwners(obj, obj.GetOwnerReferences(), ev)
+		},
+	}
+}
+
+// interesting: objects the collector may have to act on.
+func interesting(obj *unstructured.Unstructured) bool {
+	if len(obj.GetOwnerReferences()) > 0 {
+		return true
+	}
+	return obj.GetDeletionTimestamp() != nil && (hasFinalizer(obj, metav1.FinalizerOrphanDependents) ||
+		hasFinalizer(obj, metav1.FinalizerDeleteDependents))
+}
+
+// enqueueDependents queues every object that has an ownerReference to uid.
+func (c *Controller) enqueueDependents(uid types.UID, ev *events.Event) {
+	for _, r := range c.resources {
+		for _, d := range r.cache.ByIndex(IndexOwnerUID, string(uid)) {
+			r.ctrl.Enqueue(consumer.KeyOf(d), ev)
+		}
+	}
+}
+
+// enqueueOwners queues the owners refs name (those of a known kind).
+func (c *Controller) enqueueOwners(dep *unstructured.Unstructured, refs []metav1.OwnerReference, ev *events.Event) {
+	for _, ref := range refs {
+		r, ns, ok := c.ownerResource(dep, ref)
+		if ok {
+			r.ctrl.Enqueue(consumer.Key(ns, ref.Name), ev)
+		}
+	}
+}
+
+// ownerResource is the resource and namespace of the owner ref names.
+// ok is false for an unknown kind or a namespaced owner of a
+// cluster-scoped dependent (which cannot exist).
+func (c *Controller) ownerResource(dep *unstructured.Unstructured, ref metav1.OwnerReference) (*resource, string, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, "", false
+	}
+	r, ok := c.byKind[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	if !ok {
+		return nil, "", false
+	}
+	if !r.namespaced {
+		return r, "", true
+	}
+	if dep.GetNamespace() == "" {
+		return r, "", false
+	}
+	return r, dep.GetNamespace(), true
+}
+
+// removedRefs are the references old has and obj no longer has.
+func removedRefs(old, obj *unstructured.Unstructured) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	now := obj.GetOwnerReferences()
+	for _, ref := range old.GetOwnerReferences() {
+		if !slices.ContainsFunc(now, func(r metav1.OwnerReference) bool { return r.UID == ref.UID }) {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+func hasFinalizer(obj metav1.Object, f string) bool {
+	return slices.Contains(obj.GetFinalizers(), f)
+}
+
+// deletingDependents: obj is being deleted in the foreground.
+func deletingDependents(obj metav1.Object) bool {
+	return obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerDeleteDependents)
+}
+
+// absentOwners remembers owner UIDs the apiserver confirmed absent, so a
+// thousand dependents of one deleted owner cost one GET. UIDs are never
+// reused, so an entry never turns wrong; the set is simply bounded.
+type absentOwners struct {
+	mu sync.Mutex
+	m  map[types.UID]struct{}
+}
+
+const maxAbsent = 1000
+
+func (a *absentOwners) has(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.m[uid]
+	return ok
+}
+
+func (a *absentOwners) add(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.m) >= maxAbsent {
+		clear(a.m)
+	}
+	a.m[uid] = struct{}{}
+}

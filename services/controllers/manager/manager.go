@@ -1,0 +1,206 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/events/consumer/shard"
+	"github.com/cairn-dev/cairn/services/controllers/deployment"
+	"github.com/cairn-dev/cairn/services/controllers/gc"
+	"github.com/cairn-dev/cairn/services/controllers/namespace"
+	"github.com/cairn-dev/cairn/services/controllers/replicaset"
+)
+
+// Config configures a controller-manager replica.
+type Config struct {
+	// RestConfig authenticates as the controller manager.
+	RestConfig *rest.Config
+	JS         jetstream.JetStream
+	// Identity names this replica; default hostname-pid.
+	Identity string
+	// Shard splits keys with the other replicas; false handles every key
+	// (a single replica).
+	Shard bool
+	// Partitions and LeaseTTL tune sharding (see package shard).
+	Partitions int
+	LeaseTTL   time.Duration
+	// Workers per controller; default 4.
+	Workers int
+	Log     *slog.Logger
+}
+
+// Manager is a running set of controllers.
+type Manager struct {
+	cfg     Config
+	sharder *shard.Sharder
+	ctrls   []consumer.Runner
+	names   []string
+	client  kubernetes.Interface
+	log     *slog.Logger
+
+	// catchMu serialises catch-ups; caughtUpFrom is when the last
+	// completed one started: it covers every partition acquired before.
+	catchMu      sync.Mutex
+	caughtUpFrom time.Time
+}
+
+type waitForLog interface {
+	WaitForLog(ctx context.Context) error
+}
+
+type resyncer interface{ Resync() }
+
+// New builds the controllers.
+func New(cfg Config) (*Manager, error) {
+	if cfg.RestConfig == nil || cfg.JS == nil {
+		return nil, errors.New("manager: RestConfig and JS are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 6 * time.Second
+	}
+	m := &Manager{cfg: cfg, log: cfg.Log}
+	cs, err := kubernetes.NewForConfig(cfg.RestConfig)
+	if err != nil {
+		return nil, fmt.Errorf("manager: client: %w", err)
+	}
+	m.client = cs
+	var owns func(string) bool
+	var guard func(string) (func(), bool)
+	if cfg.Shard {
+		s, err := shard.New(shard.Config{JS: cfg.JS, Group: "controller-manager", Identity: cfg.Identity,
+			Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, Log: cfg.Log,
+			CatchUp: m.catchUp, OnAcquire: m.onAcquire})
+		if err != nil {
+			return nil, err
+		}
+		m.sharder = s
+		owns, guard = s.Owns, s.Guard
+	}
+	add := func(name string, r consumer.Runner, err error) error {
+		if err != nil {
+			return fmt.Errorf("manager: %s: %w", name, err)
+		}
+		m.ctrls = append(m.ctrls, r)
+		m.names = append(m.names, name)
+		return nil
+	}
+	log := cfg.Log
+	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "replicaset")})
+	if err := add("replicaset", rs, err); err != nil {
+		return nil, err
+	}
+	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "deployment")})
+	if err := add("deployment", dep, err); err != nil {
+		return nil, err
+	}
+	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "garbagecollector")})
+	if err := add("garbagecollector", g, err); err != nil {
+		return nil, err
+	}
+	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "namespace")})
+	if err := add("namespace", ns, err); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Controllers names the controllers this manager runs.
+func (m *Manager) Controllers() []string { return m.names }
+
+// Run runs every controller (and the sharder) until ctx is done.
+func (m *Manager) Run(ctx context.Context) error {
+	runners := append([]consumer.Runner(nil), m.ctrls...)
+	if m.sharder != nil {
+		runners = append(runners, m.sharder)
+	}
+	return consumer.RunAll(ctx, runners...)
+}
+
+// catchUp makes sure this replica has seen everything committed before it
+// took a partition: its marker write is ordered after all of it on the log.
+func (m *Manager) catchUp(ctx context.Context) error {
+	asked := time.Now()
+	m.catchMu.Lock()
+	defer m.catchMu.Unlock()
+	if !m.caughtUpFrom.Before(asked) {
+		return nil
+	}
+	started := time.Now()
+	if err := m.doCatchUp(ctx); err != nil {
+		return err
+	}
+	m.caughtUpFrom = started
+	return nil
+}
+
+func (m *Manager) doCatchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rev, err := m.mark(ctx)
+	if err != nil {
+		return err
+	}
+	if err := events.WaitPublished(ctx, m.cfg.JS, rev); err != nil {
+		return err
+	}
+	for _, c := range m.ctrls {
+		if w, ok := c.(waitForLog); ok {
+			if err := w.WaitForLog(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mark writes this replica's Lease and returns the revision of the write.
+func (m *Manager) mark(ctx context.Context) (events.Revision, error) {
+	leases := m.client.CoordinationV1().Leases("kube-system")
+	name := "cairn-controller-manager-" + m.sharder.Identity()
+	now := metav1.NewMicroTime(time.Now())
+	holder := m.sharder.Identity()
+	secs := int32(m.cfg.LeaseTTL / time.Second)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		l, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now, LeaseDurationSeconds: &secs},
+		}, metav1.CreateOptions{})
+	case err == nil:
+		l.Spec.RenewTime = &now
+		l.Spec.HolderIdentity = &holder
+		l, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("manager: marker lease: %w", err)
+	}
+	return events.ParseRevision(l.ResourceVersion)
+}
+
+func (m *Manager) onAcquire(int) {
+	for _, c := range m.ctrls {
+		if r, ok := c.(resyncer); ok {
+			r.Resync()
+		}
+	}
+}
