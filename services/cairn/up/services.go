@@ -13,8 +13,8 @@ import (
 
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
-	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )

@@ -51,7 +51,7 @@ type Config struct {
 	// Guard, if set, is checked right before each reconcile instead of
 	// Owns (see consumer.ControllerConfig.Guard).
 	Guard func(key string) (done func(), ok bool)
-	Log  *slog.Logger
+	Log   *slog.Logger
 	// Clock is the time source for availability and expectations; nil is
 	// time.Now.
 	Clock func() time.Time
