@@ -7,6 +7,14 @@
 // patch, scale, watch, describe, create, label, annotate, delete, explain,
 // api-resources, error messages, and a restart on the same data directory.
 //
+// `cairn up` also runs the controllers, so the Deployment the test applies
+// gets ReplicaSets and pods; nothing schedules or runs those pods, so they
+// stay Pending and a rolling update never finishes. The test expects them
+// in every listing, and checks through kubectl what the controllers did:
+// a ReplicaSet per template named after its pod-template-hash, its pods,
+// proportional scaling within the surge, and garbage collection of both
+// when the Deployment is deleted.
+//
 // The test is skipped when kubectl is not installed or with -short. Run it
 // with
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,20 +155,24 @@ func TestKubectl(t *testing.T) {
 
 func testApply(t *testing.T, c *cluster, files manifests) {
 	tests := []struct {
-		file string
-		want string
+		file  string
+		want  string
+		after func(t *testing.T) // what the controllers must have done; may be nil
 	}{
-		{"deployment.yaml", "deployment.apps/web created"},
-		{"pod.yaml", "pod/box created"},
-		{"deployment.yaml", "deployment.apps/web unchanged"},
-		{"pod.yaml", "pod/box unchanged"},
-		{"deployment-v2.yaml", "deployment.apps/web configured"},
-		{"pod-v2.yaml", "pod/box configured"},
+		{"deployment.yaml", "deployment.apps/web created", func(t *testing.T) { checkFirstRollout(t, c) }},
+		{"pod.yaml", "pod/box created", nil},
+		{"deployment.yaml", "deployment.apps/web unchanged", nil},
+		{"pod.yaml", "pod/box unchanged", nil},
+		{"deployment-v2.yaml", "deployment.apps/web configured", nil},
+		{"pod-v2.yaml", "pod/box configured", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := strings.TrimSpace(c.ok(t, "apply", "-f", files[tt.file])); got != tt.want {
 				t.Errorf("apply -f %s = %q, want %q", tt.file, got, tt.want)
+			}
+			if tt.after != nil {
+				tt.after(t)
 			}
 		})
 	}
@@ -176,6 +181,12 @@ func testApply(t *testing.T, c *cluster, files manifests) {
 	}
 	if got := c.ok(t, "get", "pod", "box", "-o", "jsonpath={.metadata.labels.tier}"); got != "frontend" {
 		t.Errorf("pod tier after apply = %q, want frontend", got)
+	}
+	// The new template got a second ReplicaSet with one pod; the first
+	// keeps its pod, which never becomes ready, so the rollout stays
+	// there. The subtests below count on this settled state.
+	if r := waitRollout(t, c, 1, "nginx:1.26"); len(r.sets) != 2 || len(r.pods) != 2 {
+		t.Errorf("after the new template: %d ReplicaSets and %d pods, want 2 and 2: %+v", len(r.sets), len(r.pods), r)
 	}
 }
 
@@ -247,7 +258,15 @@ func wantRow(t *testing.T, rows [][]string, want ...string) {
 	t.Errorf("no row starts with %q in %q", want, rows)
 }
 
+// testGetFormats runs with the pod box and the pods the controllers made
+// for the web Deployment, which all stay Pending.
 func testGetFormats(t *testing.T, c *cluster) {
+	web := webPods(t, c)
+	var webNames []string
+	for _, p := range web {
+		webNames = append(webNames, strings.TrimPrefix(p, "pod/"))
+	}
+	updated := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.status.updatedReplicas}")
 	tests := []struct {
 		name  string
 		args  []string
@@ -259,7 +278,11 @@ func testGetFormats(t *testing.T, c *cluster) {
 		}},
 		{"deployments table", []string{"get", "deployments"}, func(t *testing.T, out string) {
 			rows := wantHeader(t, out, "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE")
-			wantRow(t, rows, "web", "0/1", "0", "0")
+			// The new ReplicaSet's pod is up to date; none is ready.
+			if updated != "1" {
+				t.Errorf("status.updatedReplicas = %q, want 1", updated)
+			}
+			wantRow(t, rows, "web", "0/1", updated, "0")
 		}},
 		{"pods wide", []string{"get", "pods", "-o", "wide"}, func(t *testing.T, out string) {
 			rows := wantHeader(t, out, "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES")
@@ -273,8 +296,21 @@ func testGetFormats(t *testing.T, c *cluster) {
 		}},
 		{"show labels", []string{"get", "pods", "--show-labels"}, func(t *testing.T, out string) {
 			_, rows := table(t, out)
-			if len(rows) != 1 || rows[0][len(rows[0])-1] != "app=box,tier=frontend" {
-				t.Errorf("rows = %q, want labels app=box,tier=frontend last", rows)
+			if len(rows) != 1+len(web) {
+				t.Errorf("rows = %q, want box and %d web pods", rows, len(web))
+			}
+			for _, r := range rows {
+				labels := r[len(r)-1]
+				if r[0] == "box" {
+					if labels != "app=box,tier=frontend" {
+						t.Errorf("box row = %q, want labels app=box,tier=frontend last", r)
+					}
+					continue
+				}
+				hash, ok := strings.CutPrefix(labels, "app=web,pod-template-hash=")
+				if !ok || !strings.HasPrefix(r[0], "web-"+hash+"-") {
+					t.Errorf("row = %q, want a web pod with labels app=web,pod-template-hash=<its hash> last", r)
+				}
 			}
 		}},
 		{"all namespaces pods", []string{"get", "pods", "-A"}, func(t *testing.T, out string) {
@@ -311,7 +347,7 @@ func testGetFormats(t *testing.T, c *cluster) {
 			if err := json.Unmarshal([]byte(out), &list); err != nil {
 				t.Fatalf("decode -o json: %v\n%s", err, out)
 			}
-			if list.Kind != "List" || len(list.Items) != 1 {
+			if list.Kind != "List" || len(list.Items) != 1+len(web) {
 				t.Errorf("-o json list: kind %q, %d items", list.Kind, len(list.Items))
 			}
 		}},
@@ -322,15 +358,16 @@ func testGetFormats(t *testing.T, c *cluster) {
 				}
 			}
 		}},
-		{"name pods", []string{"get", "pods", "-o", "name"}, wantExactly("pod/box\n")},
+		{"name pods", []string{"get", "pods", "-o", "name"}, wantExactly("pod/box\n" + strings.Join(web, "\n") + "\n")},
 		{"name deployments", []string{"get", "deployments", "-o", "name"}, wantExactly("deployment.apps/web\n")},
 		{"jsonpath", []string{"get", "pod", "box", "-o", "jsonpath={.spec.containers[0].image}"}, wantExactly("busybox:1.36")},
-		{"jsonpath list", []string{"get", "pods", "-o", "jsonpath={.items[*].metadata.name}"}, wantExactly("box")},
+		{"jsonpath list", []string{"get", "pods", "-o", "jsonpath={.items[*].metadata.name}"}, wantExactly(strings.Join(append([]string{"box"}, webNames...), " "))},
 		{"custom-columns", []string{"get", "pods", "-o", "custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image,PHASE:.status.phase"}, func(t *testing.T, out string) {
 			rows := wantHeader(t, out, "NAME", "IMAGE", "PHASE")
 			wantRow(t, rows, "box", "busybox:1.36", "Pending")
 		}},
-		{"go-template", []string{"get", "pods", "-o", `go-template={{range .items}}{{.metadata.name}}={{.status.phase}}{{"\n"}}{{end}}`}, wantExactly("box=Pending\n")},
+		{"go-template", []string{"get", "pods", "-o", `go-template={{range .items}}{{.metadata.name}}={{.status.phase}}{{"\n"}}{{end}}`},
+			wantExactly("box=Pending\n" + strings.Join(webNames, "=Pending\n") + "=Pending\n")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,7 +385,11 @@ func wantExactly(want string) func(t *testing.T, out string) {
 	}
 }
 
+// testSelectors runs with the pod box and the web Deployment's pods, which
+// have labels app=web and pod-template-hash but no tier, and are Pending.
+// In want, {web} stands for the web pods, one a line.
 func testSelectors(t *testing.T, c *cluster) {
+	web := strings.Join(webPods(t, c), "\n") + "\n"
 	tests := []struct {
 		name string
 		args []string
@@ -357,24 +398,28 @@ func testSelectors(t *testing.T, c *cluster) {
 		{"label equals", []string{"pods", "-l", "app=box"}, "pod/box\n"},
 		{"label no match", []string{"pods", "-l", "app=nope"}, ""},
 		{"label set", []string{"pods", "-l", "tier in (frontend,backend)"}, "pod/box\n"},
-		{"label not exists", []string{"pods", "-l", "!tier"}, ""},
+		{"label not exists", []string{"pods", "-l", "!tier"}, "{web}"},
+		{"label not exists box", []string{"pods", "-l", "!pod-template-hash"}, "pod/box\n"},
+		{"label not exists no match", []string{"pods", "-l", "app=box,!tier"}, ""},
 		{"label two requirements", []string{"pods", "-l", "app=box,tier!=backend"}, "pod/box\n"},
 		{"deployment label", []string{"deployments", "-l", "app=web"}, "deployment.apps/web\n"},
 		{"field name", []string{"pods", "--field-selector", "metadata.name=box"}, "pod/box\n"},
 		{"field name no match", []string{"pods", "--field-selector", "metadata.name=other"}, ""},
-		{"field phase", []string{"pods", "--field-selector", "status.phase=Pending"}, "pod/box\n"},
+		{"field phase", []string{"pods", "--field-selector", "status.phase=Pending"}, "pod/box\n{web}"},
 		{"field phase no match", []string{"pods", "--field-selector", "status.phase=Running"}, ""},
 		{"field phase not", []string{"pods", "--field-selector", "status.phase!=Pending"}, ""},
 		{"field and label", []string{"pods", "--field-selector", "metadata.name=box", "-l", "app=box"}, "pod/box\n"},
 		{"all namespaces label", []string{"pods", "-A", "-l", "app=box"}, "pod/box\n"},
-		{"all namespaces field", []string{"pods", "-A", "--field-selector", "metadata.namespace=default"}, "pod/box\n"},
+		{"all namespaces field", []string{"pods", "-A", "--field-selector", "metadata.namespace=default"}, "pod/box\n{web}"},
+		{"all namespaces field name", []string{"pods", "-A", "--field-selector", "metadata.namespace=default,metadata.name=box"}, "pod/box\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"get"}, tt.args...)
 			args = append(args, "-o", "name")
-			if got := c.ok(t, args...); got != tt.want {
-				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, tt.want)
+			want := strings.ReplaceAll(tt.want, "{web}", web)
+			if got := c.ok(t, args...); got != want {
+				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, want)
 			}
 		})
 	}
@@ -426,24 +471,19 @@ func testScale(t *testing.T, c *cluster) {
 	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
 		t.Errorf("spec.replicas = %q, want 3", got)
 	}
+	// The patches left a rolling update that cannot finish (no pod ever
+	// becomes ready), so the controllers scale it proportionally: 3 to 4
+	// Pending pods over the ReplicaSets, the newest one with nginx:1.27.
+	r := waitRollout(t, c, 3, "nginx:1.27")
+	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.status.replicas} {.status.updatedReplicas}"); got != fmt.Sprintf("%d %d", len(r.pods), r.newest().replicas) {
+		t.Errorf("deployment status replicas, updatedReplicas = %q, want %d %d", got, len(r.pods), r.newest().replicas)
+	}
 	// --current-replicas is a precondition checked against the scale
 	// subresource.
 	c.fails(t, "scale", "deployment", "web", "--current-replicas=5", "--replicas=4")
 	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
 		t.Errorf("spec.replicas after failed precondition = %q, want 3", got)
 	}
-}
-
-// waitFor polls cond every 100ms until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return cond()
 }
 
 func countPrefix(out, prefix string) int {
@@ -527,7 +567,9 @@ func testDescribe(t *testing.T, c *cluster) {
 			`(?m)^Status:\s+Pending$`, `(?m)^\s+Image:\s+busybox:1.36$`, `(?m)^Events:\n\s+Type\s+Reason\s+Age\s+From\s+Message$`,
 			`(?m)^\s+Normal\s+Probed\s+\S+\s+kubectltest\s+hello from kubectltest$`}},
 		{[]string{"deployment", "web"}, []string{`(?m)^Name:\s+web$`, `(?m)^Namespace:\s+default$`, `(?m)^Labels:\s+app=web$`,
-			`(?m)^Selector:\s+app=web$`, `(?m)^Replicas:\s+3 desired`, `(?m)^StrategyType:\s+RollingUpdate$`, `(?m)^Events:\s+<none>$`}},
+			`(?m)^Selector:\s+app=web$`, `(?m)^Replicas:\s+3 desired \| \d+ updated \| \d+ total \| 0 available \| \d+ unavailable$`,
+			`(?m)^StrategyType:\s+RollingUpdate$`, `(?m)^OldReplicaSets:\s+web-[a-z0-9]+ \(\d+/\d+ replicas created\)`,
+			`(?m)^NewReplicaSet:\s+web-[a-z0-9]+ \(\d+/\d+ replicas created\)$`, `(?m)^Events:\s+<none>$`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
@@ -753,7 +795,8 @@ func testDelete(t *testing.T, c *cluster) {
 			}
 		})
 	}
-	if out := c.ok(t, "get", "pods", "-A", "-o", "name"); out != "" {
-		t.Errorf("pods left after delete: %q", out)
-	}
+	// The garbage collector deletes the Deployment's ReplicaSets and then
+	// their pods.
+	waitGone(t, c, "get", "rs", "-A", "-o", "name")
+	waitGone(t, c, "get", "pods", "-A", "-o", "name")
 }
