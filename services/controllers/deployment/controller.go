@@ -33,7 +33,10 @@ type Config struct {
 	// Owns reports whether this replica handles a deployment key; nil owns
 	// every key.
 	Owns func(key string) bool
-	Log  *slog.Logger
+	// Guard, if set, is checked right before each reconcile instead of
+	// Owns (see consumer.ControllerConfig.Guard).
+	Guard func(key string) (done func(), ok bool)
+	Log   *slog.Logger
 	// Clock gives the time of conditions and progress deadlines; nil is
 	// time.Now.
 	Clock func() time.Time
@@ -91,7 +94,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}
 	if c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: "deployment", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Log: log,
+		Name: "deployment", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard, Log: log,
 		WaitFor: []consumer.Syncer{c.deployments, c.rss, c.pods},
 	}); err != nil {
 		return nil, fmt.Errorf("deployment: controller: %w", err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +43,10 @@ type Config struct {
 	// Owns reports whether this replica handles a "namespace/name" key
 	// (of any resource); nil owns every key.
 	Owns func(key string) bool
-	Log  *slog.Logger
+	// Guard, if set, is checked right before each reconcile instead of
+	// Owns (see consumer.ControllerConfig.Guard).
+	Guard func(key string) (done func(), ok bool)
+	Log   *slog.Logger
 	// Clock is unused; it is here for the common controller Config shape.
 	Clock func() time.Time
 }
@@ -59,6 +63,10 @@ type Controller struct {
 	byKind    map[schema.GroupKind]*resource
 
 	absent absentOwners
+	// started is set once resources, caches and controllers are built;
+	// WaitForLog and Resync (called by the sharder from other goroutines)
+	// do nothing before.
+	started atomic.Bool
 }
 
 // resource is one served resource with its cache and controller.
@@ -112,7 +120,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, r := range c.resources {
 		ctrl, err := consumer.NewController(consumer.ControllerConfig{
 			Name: "gc-" + r.gvr.GroupResource().String(), Reconciler: reconciler{c, r},
-			Workers: c.cfg.Workers, Owns: c.cfg.Owns, WaitFor: waitFor, Log: c.log,
+			Workers: c.cfg.Workers, Owns: c.cfg.Owns, Guard: c.cfg.Guard, WaitFor: waitFor, Log: c.log,
 		})
 		if err != nil {
 			return fmt.Errorf("gc: run: %w", err)
@@ -123,6 +131,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		r.cache.AddHandler(c.handler(r))
 		runners = append(runners, r.cache, r.ctrl)
 	}
+	c.started.Store(true)
 	c.log.Info("garbage collector starting", "resources", len(c.resources))
 	return consumer.RunAll(ctx, runners...)
 }

@@ -108,15 +108,15 @@ func New(cfg Config) (*Manager, error) {
 	if err := add("replicaset", rs, err); err != nil {
 		return nil, err
 	}
-	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "deployment")})
+	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "deployment")})
 	if err := add("deployment", dep, err); err != nil {
 		return nil, err
 	}
-	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "garbagecollector")})
+	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "garbagecollector")})
 	if err := add("garbagecollector", g, err); err != nil {
 		return nil, err
 	}
-	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Log: log.With("controller", "namespace")})
+	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "namespace")})
 	if err := add("namespace", ns, err); err != nil {
 		return nil, err
 	}

@@ -36,7 +36,10 @@ type Config struct {
 	// Owns reports whether this replica handles a namespace (its key is its
 	// name); nil owns every namespace.
 	Owns func(key string) bool
-	Log  *slog.Logger
+	// Guard, if set, is checked right before each reconcile instead of
+	// Owns (see consumer.ControllerConfig.Guard).
+	Guard func(key string) (done func(), ok bool)
+	Log   *slog.Logger
 	// Clock stamps condition transitions; nil is time.Now.
 	Clock func() time.Time
 }
@@ -98,7 +101,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("namespace: new: %w", err)
 	}
 	c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: "namespace", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns,
+		Name: "namespace", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard,
 		WaitFor: []consumer.Syncer{c.cache}, Log: c.log,
 	})
 	if err != nil {
