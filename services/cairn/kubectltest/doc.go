@@ -15,8 +15,16 @@
 // proportional scaling within the surge, and garbage collection of both
 // when the Deployment is deleted.
 //
-// The test is skipped when kubectl is not installed or with -short. Run it
-// with
+// TestKubectlControllers runs a second `cairn up` of its own with a
+// stand-in kubelet in the test process, which reports every pod Running and
+// Ready through pods/status (except pods whose image contains "broken"). It
+// drives a Deployment through kubectl create, rollout status, scale, set
+// image, rollout history, undo, pause and resume, a rollout that exceeds its
+// progress deadline, and delete with each cascade mode (background,
+// foreground, orphan).
+//
+// The tests are skipped when kubectl is not installed or with -short. Run
+// them with
 //
 //	go test ./services/cairn/kubectltest -v
 //
