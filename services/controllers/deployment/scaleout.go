@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
@@ -20,9 +21,9 @@ func (c *Controller) WaitForLog(ctx context.Context) error {
 	return nil
 }
 
-// Resync queues every Deployment; Owns drops those of other replicas.
-func (c *Controller) Resync() {
+// Resync queues, with the given cause (the replica's takeover), every Deployment; Owns drops those of other replicas.
+func (c *Controller) Resync(cause *events.Event) {
 	for _, d := range c.deployments.List(labels.Everything()) {
-		c.ctrl.Enqueue(consumer.KeyOf(d), nil)
+		c.ctrl.Enqueue(consumer.KeyOf(d), cause)
 	}
 }

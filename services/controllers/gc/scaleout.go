@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
@@ -27,9 +28,9 @@ func (c *Controller) WaitForLog(ctx context.Context) error {
 	return nil
 }
 
-// Resync queues every object of every resource; Owns drops those of other
+// Resync queues, with the given cause (the replica's takeover), every object of every resource; Owns drops those of other
 // replicas.
-func (c *Controller) Resync() {
+func (c *Controller) Resync(cause *events.Event) {
 	if !c.started.Load() {
 		return
 	}
@@ -38,7 +39,7 @@ func (c *Controller) Resync() {
 			continue
 		}
 		for _, o := range r.cache.List(labels.Everything()) {
-			r.ctrl.Enqueue(consumer.KeyOf(o), nil)
+			r.ctrl.Enqueue(consumer.KeyOf(o), cause)
 		}
 	}
 }

@@ -2,10 +2,13 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,13 +58,16 @@ type Manager struct {
 	// completed one started: it covers every partition acquired before.
 	catchMu      sync.Mutex
 	caughtUpFrom time.Time
+	// takeover is the event of the marker write of the last catch-up: the
+	// cause of the reconciles a takeover queues.
+	takeover atomic.Pointer[events.Event]
 }
 
 type waitForLog interface {
 	WaitForLog(ctx context.Context) error
 }
 
-type resyncer interface{ Resync() }
+type resyncer interface{ Resync(cause *events.Event) }
 
 // New builds the controllers.
 func New(cfg Config) (*Manager, error) {
@@ -162,6 +168,11 @@ func (m *Manager) doCatchUp(ctx context.Context) error {
 	if err := events.WaitPublished(ctx, m.cfg.JS, rev); err != nil {
 		return err
 	}
+	if ev, err := m.markerEvent(ctx, rev); err != nil {
+		m.log.Warn("manager: takeover event not found; reconciles it queues have no cause", "err", err)
+	} else {
+		m.takeover.Store(ev)
+	}
 	for _, c := range m.ctrls {
 		if w, ok := c.(waitForLog); ok {
 			if err := w.WaitForLog(ctx); err != nil {
@@ -175,7 +186,7 @@ func (m *Manager) doCatchUp(ctx context.Context) error {
 // mark writes this replica's Lease and returns the revision of the write.
 func (m *Manager) mark(ctx context.Context) (events.Revision, error) {
 	leases := m.client.CoordinationV1().Leases("kube-system")
-	name := "cairn-controller-manager-" + m.sharder.Identity()
+	name := m.markerName()
 	now := metav1.NewMicroTime(time.Now())
 	holder := m.sharder.Identity()
 	secs := int32(m.cfg.LeaseTTL / time.Second)
@@ -198,9 +209,37 @@ func (m *Manager) mark(ctx context.Context) (events.Revision, error) {
 }
 
 func (m *Manager) onAcquire(int) {
+	cause := m.takeover.Load()
 	for _, c := range m.ctrls {
 		if r, ok := c.(resyncer); ok {
-			r.Resync()
+			r.Resync(cause)
 		}
 	}
+}
+
+// markerEvent reads the event of this replica's marker write at rev from
+// the lease stream.
+func (m *Manager) markerEvent(ctx context.Context, rev events.Revision) (*events.Event, error) {
+	s, err := m.cfg.JS.Stream(ctx, events.LeaseStream)
+	if err != nil {
+		return nil, err
+	}
+	subj := events.Filter("coordination.k8s.io", "leases", "", "kube-system", m.markerName())
+	msg, err := s.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		return nil, err
+	}
+	var ev events.Event
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		return nil, err
+	}
+	if ev.Revision < rev {
+		return nil, fmt.Errorf("manager: marker event at %d, want %d", ev.Revision, rev)
+	}
+	ev.Object = nil
+	return &ev, nil
+}
+
+func (m *Manager) markerName() string {
+	return "cairn-controller-manager-" + strings.ToLower(strings.ReplaceAll(m.sharder.Identity(), "_", "-"))
 }

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
@@ -17,9 +18,9 @@ func (c *Controller) WaitForLog(ctx context.Context) error {
 	return nil
 }
 
-// Resync queues every namespace; Owns drops those of other replicas.
-func (c *Controller) Resync() {
+// Resync queues, with the given cause (the replica's takeover), every namespace; Owns drops those of other replicas.
+func (c *Controller) Resync(cause *events.Event) {
 	for _, ns := range c.cache.List(labels.Everything()) {
-		c.ctrl.Enqueue(consumer.KeyOf(ns), nil)
+		c.ctrl.Enqueue(consumer.KeyOf(ns), cause)
 	}
 }

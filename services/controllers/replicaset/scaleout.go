@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
@@ -21,9 +22,9 @@ func (c *Controller) WaitForLog(ctx context.Context) error {
 	return nil
 }
 
-// Resync queues every ReplicaSet; Owns drops those of other replicas.
-func (c *Controller) Resync() {
+// Resync queues, with the given cause (the replica's takeover), every ReplicaSet; Owns drops those of other replicas.
+func (c *Controller) Resync(cause *events.Event) {
 	for _, rs := range c.rsets.List(labels.Everything()) {
-		c.ctrl.Enqueue(consumer.KeyOf(rs), nil)
+		c.ctrl.Enqueue(consumer.KeyOf(rs), cause)
 	}
 }

@@ -1,0 +1,42 @@
+// Package scaleouttest holds the scale-out test of cairn's controllers:
+// TestControllerManagerScaleOut runs the real cairn binary as one
+// `cairn apiserver` and three `cairn controller-manager` replicas (cm-0,
+// cm-1, cm-2) that split the keys with partition leases, against an etcd
+// and a NATS server in the test process. The test acts as the kubelet
+// (every pod it sees becomes Running and Ready through pods/status) and as
+// the user: it creates 50 Deployments, then scales some and changes the
+// image of others in waves, SIGKILLs cm-1 in the middle, and later restarts
+// cm-2 (SIGINT, then a new process). It then checks invariants rather than
+// "it came back":
+//
+//   - every Deployment converges within 90 s of the last change:
+//     observedGeneration == generation and replicas, updatedReplicas,
+//     readyReplicas and availableReplicas all equal spec.replicas, with
+//     exactly one ReplicaSet scaled above zero;
+//
+// and, replaying the log (the CAIRN stream, read in order from the start)
+// with the specs in force at each revision:
+//
+//   - no pod is created twice for one slot: after a pod create its
+//     ReplicaSet has no more live (not deleted, not terminating) pods than
+//     its spec.replicas, and each ReplicaSet's creates add up to at most the
+//     sum of the increases of its spec.replicas (nobody else deletes pods);
+//   - a Deployment never wants more than spec.replicas + maxSurge pods:
+//     scaling a ReplicaSet up keeps the sum of its ReplicaSets'
+//     spec.replicas within the bound, and after a pod create the live pods
+//     its ReplicaSets still want (per ReplicaSet, at most its spec.replicas)
+//     stay within it;
+//   - every pod create is made by system:kube-controller-manager and names
+//     the event it reacted to (a causationID).
+//
+// A create may be decided from a ReplicaSet a little older than the
+// create (kube's slow-start batches go on after a scale-down), so each
+// create is held to the largest bound in force from the revision of the
+// event it reacted to on. Raw live pods of a Deployment can exceed
+// spec.replicas + maxSurge for a moment in kube as here (the deployment
+// controller bounds the ReplicaSets' spec.replicas, and an old ReplicaSet's
+// pods go a little after its spec went down): the test logs how often.
+//
+// The package has no code besides its tests. The test is skipped with
+// -short; it takes under a minute (plus building cairn).
+package scaleouttest
