@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"log/slog"
 	"reflect"
 	"sort"
@@ -91,9 +92,11 @@ type CacheStats struct {
 type Cache[T Object] struct {
 	cfg    CacheConfig[T]
 	newObj func() T
-	log    *slog.Logger
-	stream string
-	filter string
+	// unstructured objects need their own decoder (see decodeInto).
+	unstructured bool
+	log          *slog.Logger
+	stream       string
+	filter       string
 
 	mu  sync.RWMutex
 	st  *store[T]
@@ -152,14 +155,16 @@ func NewCache[T Object](cfg CacheConfig[T]) (*Cache[T], error) {
 	if events.IsLease(cfg.Resource.Group, cfg.Resource.Resource) {
 		stream = events.LeaseStream
 	}
+	_, isUnstructured := any(newObj()).(*unstructured.Unstructured)
 	c := &Cache[T]{
-		cfg:    cfg,
-		newObj: newObj,
-		log:    cfg.Log.With("resource", cfg.Resource.String()),
-		stream: stream,
-		filter: events.Filter(cfg.Resource.Group, cfg.Resource.Resource, cfg.Node, cfg.Namespace, ""),
-		st:     newStore(indexers),
-		synced: make(chan struct{}),
+		cfg:          cfg,
+		unstructured: isUnstructured,
+		newObj:       newObj,
+		log:          cfg.Log.With("resource", cfg.Resource.String()),
+		stream:       stream,
+		filter:       events.Filter(cfg.Resource.Group, cfg.Resource.Resource, cfg.Node, cfg.Namespace, ""),
+		st:           newStore(indexers),
+		synced:       make(chan struct{}),
 	}
 	return c, nil
 }
@@ -261,7 +266,10 @@ func (c *Cache[T]) AddHandler(h Handler[T]) {
 // revision is newer than both the snapshot and what the cache holds (or
 // last deleted) for that key; anything else is a duplicate, a redelivery or
 // already part of the snapshot, and is skipped.
-func (c *Cache[T]) apply(ev *events.Event) {
+//
+// obj, if not nil, is ev's object already decoded (the tail decodes the
+// envelope and the object in one pass); otherwise apply decodes it.
+func (c *Cache[T]) apply(ev *events.Event, obj T, decoded bool) {
 	c.delivered.Add(1)
 	c.dispatchMu.Lock()
 	defer c.dispatchMu.Unlock()
@@ -269,20 +277,25 @@ func (c *Cache[T]) apply(ev *events.Event) {
 	key := Key(ev.Namespace, ev.Name)
 
 	c.mu.Lock()
-	if ev.Revision <= c.listRev || ev.Revision <= c.st.revision(key) {
-		c.mu.Unlock()
+	skip := ev.Revision <= c.listRev || ev.Revision <= c.st.revision(key)
+	c.mu.Unlock()
+	if skip {
 		c.skipped.Add(1)
 		return
 	}
-	obj := c.newObj()
-	if err := decodeInto(ev.Object, obj); err != nil {
-		c.mu.Unlock()
-		// A malformed object breaks the log contract; a relist would not
-		// repair it. Skip it loudly.
-		c.log.Error("undecodable object in event", "key", key, "revision", int64(ev.Revision), "event", ev.ID, "err", err)
-		c.skipped.Add(1)
-		return
+	// Decoding happens outside mu, so readers are not held up; only this
+	// goroutine (holding dispatchMu) changes the store meanwhile.
+	if !decoded {
+		obj = c.newObj()
+		if err := decodeInto(ev.Object, obj); err != nil {
+			// A malformed object breaks the log contract; a relist would
+			// not repair it. Skip it loudly.
+			c.log.Error("undecodable object in event", "key", key, "revision", int64(ev.Revision), "event", ev.ID, "err", err)
+			c.skipped.Add(1)
+			return
+		}
 	}
+	c.mu.Lock()
 	now := time.Now()
 	if now.Sub(c.lastPrune) > c.cfg.TombstoneTTL/2 {
 		c.st.prune(now.Add(-c.cfg.TombstoneTTL))

@@ -107,13 +107,13 @@ func TestCache(t *testing.T) {
 	t.Run("duplicates and stale events are skipped", func(t *testing.T) {
 		before := c.Stats()
 		for _, ev := range evs {
-			c.apply(ev)
+			c.apply(ev, nil, false)
 		}
 		// An event older than the delete of a/two, as a broken redelivery
 		// could bring: the tombstone keeps it out.
 		stale := *evs[2]
 		stale.Type, stale.Revision = events.Modified, stale.Revision-1
-		c.apply(&stale)
+		c.apply(&stale, nil, false)
 		after := c.Stats()
 		if got := after.Skipped - before.Skipped; got != int64(len(evs))+1 || after.Applied != before.Applied {
 			t.Errorf("skipped %d, applied %d, want %d skipped and 0 applied", got, after.Applied-before.Applied, len(evs)+1)

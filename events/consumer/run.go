@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"strings"
 	"time"
 
@@ -174,12 +175,12 @@ func (c *Cache[T]) tail(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
 		}
-		var ev events.Event
-		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		ev, obj, decoded, err := c.decodeEvent(msg.Data())
+		if err != nil {
 			c.log.Error("undecodable event", "subject", msg.Subject(), "err", err)
 			continue
 		}
-		c.apply(&ev)
+		c.apply(ev, obj, decoded)
 		if md, err := msg.Metadata(); err == nil {
 			c.seq.Store(md.Sequence.Stream)
 		}
@@ -267,4 +268,36 @@ func (c *Cache[T]) WaitForLog(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// envelope decodes an event and its object in one pass: the outer Object
+// field shadows events.Event's raw one.
+type envelope[T Object] struct {
+	events.Event
+	Object T `json:"object"`
+}
+
+// decodeEvent decodes a message. Typed objects are decoded together with
+// the envelope; unstructured ones (which need their own decoder) later by
+// apply.
+func (c *Cache[T]) decodeEvent(data []byte) (*events.Event, T, bool, error) {
+	var zero T
+	if c.unstructured {
+		var ev events.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return nil, zero, false, err
+		}
+		return &ev, zero, false, nil
+	}
+	env := envelope[T]{Object: c.newObj()}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, zero, false, err
+	}
+	ev := env.Event
+	if v := reflect.ValueOf(env.Object); !v.IsValid() || v.IsNil() {
+		// "object": null (or missing) leaves an empty object, as decodeInto
+		// does.
+		env.Object = c.newObj()
+	}
+	return &ev, env.Object, true, nil
 }
