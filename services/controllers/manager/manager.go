@@ -110,19 +110,19 @@ func New(cfg Config) (*Manager, error) {
 		return nil
 	}
 	log := cfg.Log
-	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "replicaset")})
+	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
 	if err := add("replicaset", rs, err); err != nil {
 		return nil, err
 	}
-	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "deployment")})
+	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
 	if err := add("deployment", dep, err); err != nil {
 		return nil, err
 	}
-	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "garbagecollector")})
+	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
 	if err := add("garbagecollector", g, err); err != nil {
 		return nil, err
 	}
-	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log.With("controller", "namespace")})
+	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
 	if err := add("namespace", ns, err); err != nil {
 		return nil, err
 	}
