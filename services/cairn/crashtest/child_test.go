@@ -1,10 +1,8 @@
 package crashtest
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,39 +20,6 @@ const (
 	adminUser  = "admin"
 	adminGroup = "system:masters"
 )
-
-// buildCairn builds the cairn binary into a temporary directory.
-func buildCairn(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go toolchain to build cairn: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "cairn")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/cairn-dev/cairn/services/cairn")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cairn: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freePort returns a loopback address nobody listens on. Every apiserver
-// child serves on it, so clients keep one address across restarts (Go
-// listeners set SO_REUSEADDR).
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 // apiserverProc runs `cairn apiserver` processes one after another.
 type apiserverProc struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"math/rand/v2"
 	"os/exec"
 	"strings"
@@ -26,14 +27,14 @@ func TestAPIServerCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and kills processes; skipped with -short")
 	}
-	bin := buildCairn(t)
+	bin := cairntest.Build(t)
 	etcd := embeddedtest.StartEtcdFsync(t)
 	nt := embeddedtest.StartNATS(t)
 	js, err := jetstream.New(nt.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := cairntest.FreeAddr(t)
 	proc := newAPIServerProc(t, bin, etcd.Endpoint(), nt.URL(), addr)
 	proc.start()
 	proc.waitReady()

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,37 +32,6 @@ func kubectlPath(t *testing.T) string {
 		t.Skip("kubectl not installed")
 	}
 	return p
-}
-
-// buildCairn builds the cairn binary into a temporary directory.
-func buildCairn(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "cairn")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/cairn-dev/cairn/services/cairn")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cairn: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // syncBuffer is a bytes.Buffer safe for a child's writes and our reads.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,9 +30,9 @@ func TestKubectlControllers(t *testing.T) {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
 	}
 	kubectl := kubectlPath(t)
-	bin := buildCairn(t)
+	bin := cairntest.Build(t)
 	dir := t.TempDir()
-	c := startCluster(t, t, bin, kubectl, filepath.Join(dir, "data"), freeAddr(t), filepath.Join(dir, "home"))
+	c := startCluster(t, t, bin, kubectl, filepath.Join(dir, "data"), cairntest.FreeAddr(t), filepath.Join(dir, "home"))
 	stopKubelet := startKubelet(t, c)
 
 	steps := []struct {

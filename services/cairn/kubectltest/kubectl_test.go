@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,11 +112,11 @@ func TestKubectl(t *testing.T) {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
 	}
 	kubectl := kubectlPath(t)
-	bin := buildCairn(t)
+	bin := cairntest.Build(t)
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	home := filepath.Join(dir, "home")
-	addr := freeAddr(t)
+	addr := cairntest.FreeAddr(t)
 	files := writeManifests(t, filepath.Join(dir, "manifests"))
 	c := startCluster(t, t, bin, kubectl, dataDir, addr, home)
 

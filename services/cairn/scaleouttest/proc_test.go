@@ -1,12 +1,10 @@
 package scaleouttest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	stdlog "log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -30,37 +28,6 @@ const (
 	controllerUser = "system:kube-controller-manager"
 	controllerTok  = "cm-token"
 )
-
-// buildCairn builds the cairn binary into a temporary directory.
-func buildCairn(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go toolchain to build cairn: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "cairn")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/cairn-dev/cairn/services/cairn")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cairn: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freePort returns a loopback address nobody listens on.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 // writeTokens writes the apiserver's token file.
 func writeTokens(t *testing.T, dir string) string {

@@ -3,6 +3,7 @@ package scaleouttest
 import (
 	"context"
 	"fmt"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -40,7 +41,7 @@ func TestControllerManagerScaleOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and runs four processes; skipped with -short")
 	}
-	bin := buildCairn(t)
+	bin := cairntest.Build(t)
 	etcd := embeddedtest.StartEtcd(t)
 	nt := embeddedtest.StartNATS(t)
 	js, err := jetstream.New(nt.Conn)
@@ -48,7 +49,7 @@ func TestControllerManagerScaleOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	addr := freePort(t)
+	addr := cairntest.FreeAddr(t)
 	api := newProc(t, "apiserver", bin, "apiserver", "--etcd-endpoints", etcd.Endpoint(), "--nats-url", nt.URL(),
 		"--listen", addr, "--insecure-http", "--token-auth-file", writeTokens(t, dir), "--log-level", "warn")
 	api.start()

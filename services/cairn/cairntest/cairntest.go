@@ -1,0 +1,51 @@
+// Package cairntest helps tests that run the cairn binary as child
+// processes (the kubectl, crash and scale-out tests): it builds the binary
+// once per test and finds free loopback addresses for the children.
+package cairntest
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Build builds the cairn binary into t.TempDir() and returns its path. It
+// skips the test when no Go toolchain can be found.
+func Build(t testing.TB) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, serr := os.Stat(goBin); serr != nil {
+			t.Skipf("no go toolchain to build cairn: %v", err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "cairn")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/cairn-dev/cairn/services/cairn")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build cairn: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// FreeAddr returns a loopback address with a port nobody listens on. A
+// child restarted on it keeps the address (Go listeners set SO_REUSEADDR).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
