@@ -41,7 +41,7 @@ const (
 //	etcd-puts/s, ratio               raw etcd put rate and creates/s divided by it
 func BenchmarkAPICreatePods(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		etcdRate := rawEtcdPutRate(b)
+		etcdRate := embeddedtest.PutRate(b, benchPods, benchClients, benchValue)
 		env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
 		lag := startLagProbe(b, env.JS)
 		creates, p50, p99, elapsed := createPods(b, env)
@@ -56,30 +56,6 @@ func BenchmarkAPICreatePods(b *testing.B) {
 		b.Logf("created %d pods in %v: %.0f creates/s (p50 %v, p99 %v); publish lag p99 %v; raw etcd %.0f puts/s; ratio %.2f",
 			creates, elapsed.Round(time.Millisecond), rate, p50, p99, lagP99, etcdRate, rate/etcdRate)
 	}
-}
-
-func rawEtcdPutRate(b *testing.B) float64 {
-	e := embeddedtest.StartEtcdFsync(b)
-	val := string(make([]byte, benchValue))
-	var next atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < benchClients; w++ {
-		wg.Go(func() {
-			for {
-				n := next.Add(1)
-				if n > benchPods {
-					return
-				}
-				if _, err := e.Client.Put(context.Background(), fmt.Sprintf("/bench/%08d", n), val); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(benchPods) / time.Since(start).Seconds()
 }
 
 func createPods(b *testing.B, env *controlplanetest.Env) (int, time.Duration, time.Duration, time.Duration) {

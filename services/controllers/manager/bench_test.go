@@ -60,7 +60,7 @@ func BenchmarkControllers(b *testing.B) {
 }
 
 func benchControllers(b *testing.B, replicas int) {
-	etcdRate := rawEtcdPutRate(b, benchPods)
+	etcdRate := embeddedtest.PutRate(b, benchPods, benchEtcdWriters, benchEtcdValue)
 	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
 	startManagers(b, env, replicas)
 	waitSettled(b, env, replicas)
@@ -82,32 +82,6 @@ func benchControllers(b *testing.B, replicas int) {
 	b.Logf("replicas=%d: %d deployments x %d applied in %v; all %d pods %v after the last apply (%v after the first): %.0f pods/s; raw etcd %.0f puts/s; ratio %.2f",
 		replicas, benchDeployments, benchReplicas, last.Sub(first).Round(time.Millisecond), benchPods,
 		toAll.Round(time.Millisecond), done.Sub(first).Round(time.Millisecond), rate, etcdRate, rate/etcdRate)
-}
-
-// rawEtcdPutRate measures puts/s on a fresh etcd with the same settings
-// (fsync) as the control plane's.
-func rawEtcdPutRate(b *testing.B, puts int64) float64 {
-	e := embeddedtest.StartEtcdFsync(b)
-	val := string(make([]byte, benchEtcdValue))
-	var next atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range benchEtcdWriters {
-		wg.Go(func() {
-			for {
-				n := next.Add(1)
-				if n > puts {
-					return
-				}
-				if _, err := e.Client.Put(context.Background(), fmt.Sprintf("/bench/%08d", n), val); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(puts) / time.Since(start).Seconds()
 }
 
 // startManagers runs n sharded controller-managers, each with its own NATS

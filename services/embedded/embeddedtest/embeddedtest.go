@@ -4,6 +4,9 @@ package embeddedtest
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +84,32 @@ func StartNATS(t testing.TB) *NATS {
 func StartEtcdFsync(t testing.TB) *Etcd {
 	t.Helper()
 	return startEtcd(t, false)
+}
+
+// PutRate is the benchmarks' baseline: the puts per second that writers
+// concurrent clients reach on a fresh fsync etcd (the control plane's
+// settings), writing puts values of size bytes in all.
+func PutRate(t testing.TB, puts int64, writers, size int) float64 {
+	t.Helper()
+	e := StartEtcdFsync(t)
+	val := string(make([]byte, size))
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > puts {
+					return
+				}
+				if _, err := e.Client.Put(context.Background(), fmt.Sprintf("/bench/%08d", n), val); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(puts) / time.Since(start).Seconds()
 }
