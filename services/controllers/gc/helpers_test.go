@@ -3,7 +3,6 @@ package gc
 import (
 	"context"
 	"encoding/pem"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,26 +36,11 @@ const timeout = 30 * time.Second
 func start(t *testing.T) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("GC_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
+	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-		})
-	})
+	controlplanetest.Run(t, c)
 	return env
 }
 

@@ -2,10 +2,7 @@ package namespace
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,26 +27,11 @@ func start(t *testing.T, run bool) *controlplanetest.Env {
 	if !run {
 		return env
 	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("NS_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
+	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("NS_TEST_LOG")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-		})
-	})
+	controlplanetest.Run(t, c)
 	return env
 }
 

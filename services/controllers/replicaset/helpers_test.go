@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,26 +27,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func start(t *testing.T, ns string) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("RS_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
+	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("RS_TEST_LOG")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-		})
-	})
+	ctx := controlplanetest.Run(t, c)
 	sctx, scancel := context.WithTimeout(ctx, wait)
 	defer scancel()
 	if err := c.WaitForSync(sctx); err != nil {

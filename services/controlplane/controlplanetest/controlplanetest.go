@@ -7,6 +7,7 @@ package controlplanetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,4 +107,36 @@ func writeKubeconfig(path, server, token string) error {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return os.Chmod(path, 0o600)
+}
+
+// Runner is anything with a blocking Run, as every cairn service has.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Run runs r until the test ends: the cleanup cancels it, waits for it to
+// return and fails the test if it returned an error. The returned context
+// ends when r is stopped.
+func Run(t testing.TB, r Runner) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return ctx
+}
+
+// Logger discards logs unless the environment variable env is set, in which
+// case it writes debug logs to stderr: how tests let a developer watch a
+// controller.
+func Logger(env string) *slog.Logger {
+	if os.Getenv(env) == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
