@@ -59,9 +59,6 @@ func (s *Server) admit(ctx context.Context, a *AdmissionRequest) error {
 // namespaceLifecycle is kube's NamespaceLifecycle plugin: no creates in a
 // namespace that does not exist or is terminating.
 func (s *Server) namespaceLifecycle(ctx context.Context, a *AdmissionRequest) error {
-	if a.Resource.Plural == "events" && a.Namespace != "" {
-		// kube lets events into terminating namespaces; missing still fails.
-	}
 	phase, err := s.nsCache.phase(ctx, a.Namespace)
 	if err != nil {
 		return err
@@ -70,6 +67,7 @@ func (s *Server) namespaceLifecycle(ctx context.Context, a *AdmissionRequest) er
 	case "":
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, a.Namespace)
 	case corev1.NamespaceTerminating:
+		// kube lets events into terminating namespaces; missing still fails.
 		if a.Resource.Plural == "events" {
 			return nil
 		}

@@ -174,9 +174,6 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 				if old == nil || grace >= *old || len(finalizers) > 0 && grace > 0 {
 					return cur, false, nil
 				}
-				if grace == 0 && len(finalizers) == 0 {
-					break
-				}
 			}
 			marked.SetFinalizers(finalizers)
 			now := metav1.NewTime(s.now().Add(time.Duration(grace) * time.Second).Truncate(time.Second))

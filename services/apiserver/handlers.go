@@ -271,5 +271,3 @@ func schemaGK(kind string) schema.GroupKind { return schema.GroupKind{Kind: kind
 func fieldErr(path, value, msg string) field.ErrorList {
 	return field.ErrorList{field.Invalid(field.NewPath(path), value, msg)}
 }
-
-type runtimeRaw = runtime.RawExtension

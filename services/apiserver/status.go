@@ -48,11 +48,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-func gr(res schemaResource) schema.GroupResource { return res.GroupResource() }
-
-// schemaResource is the bit of schemas.Resource error builders need.
-type schemaResource interface{ GroupResource() schema.GroupResource }
-
 func errBadRequest(format string, args ...any) error {
 	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cairn-dev/cairn/events"
@@ -43,9 +44,6 @@ func (ws *watchStream) emit(typ watch.EventType, obj schemas.Object, raw json.Ra
 	switch {
 	case ws.table && typ != watch.Bookmark:
 		t := ws.s.table(ws.q, []schemas.Object{obj}, obj.GetResourceVersion(), "")
-		if ws.q.r.URL.Query().Get("includeObject") == "" {
-			// kubectl get -w needs the object's metadata.
-		}
 		b, err := json.Marshal(t)
 		if err != nil {
 			return err
@@ -237,17 +235,14 @@ func (s *Server) sendEvent(ws *watchStream, ev *events.Event, ls labels.Selector
 		typ = watch.Deleted
 		delete(visible, key)
 	}
-	if !filtered {
-		return ws.emit(typ, obj, nil)
-	}
 	return ws.emit(typ, obj, nil)
 }
 
 func objKey(o schemas.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
-func rawJSON(v any) runtimeRaw {
+func rawJSON(v any) runtime.RawExtension {
 	b, _ := json.Marshal(v)
-	return runtimeRaw{Raw: b}
+	return runtime.RawExtension{Raw: b}
 }
 
 // listAll lists every matching object at rev (0 = now), ignoring limit.
