@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
@@ -156,7 +157,12 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	if bytes.Equal(val, kv.Value) {
 		return cur, true, nil
 	}
-	rev, _, err := s.store.Update(q.ctx(), kv.Key, val, kv.Revision, s.newWriteMeta(q, q.info.Verb))
+	var rev events.Revision
+	if pod, ok := desired.(*corev1.Pod); ok && q.info.Subresource == "binding" {
+		rev, err = s.commitBinding(q, kv, pod, val)
+	} else {
+		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, s.newWriteMeta(q, q.info.Verb))
+	}
 	if err != nil {
 		return nil, false, err
 	}
