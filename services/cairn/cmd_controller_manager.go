@@ -12,14 +12,15 @@ import (
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
+	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 )
 
 // runControllerManager runs one controller-manager replica as its own
 // process; any number run active-active, splitting the keys.
 func runControllerManager(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		dataDir, kubeconfigPath, natsURL, identity, logLevel string
-		workers                                              int
+		dataDir, kubeconfigPath, natsURL, identity, logLevel, clusterCIDR string
+		workers                                                           int
 	)
 	fs := newFlagSet("controller-manager", stderr)
 	fs.StringVar(&dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up`: its controller-manager kubeconfig and NATS endpoint are used unless given below")
@@ -27,6 +28,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.StringVar(&natsURL, "nats-url", "", "NATS URL of the log (default from <data-dir>/"+up.EndpointsFile+")")
 	fs.StringVar(&identity, "identity", "", "this replica's name among the replicas (default hostname-pid)")
 	fs.IntVar(&workers, "workers", 4, "concurrent reconciles per controller")
+	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
@@ -59,7 +61,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, Log: log})
+	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR, Log: log})
 	if err != nil {
 		return err
 	}

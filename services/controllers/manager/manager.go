@@ -24,6 +24,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
+	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 )
 
@@ -42,7 +43,10 @@ type Config struct {
 	LeaseTTL   time.Duration
 	// Workers per controller; default 4.
 	Workers int
-	Log     *slog.Logger
+	// ClusterCIDR is split into the nodes' pod CIDRs; default
+	// nodeipam.DefaultClusterCIDR.
+	ClusterCIDR string
+	Log         *slog.Logger
 }
 
 // Manager is a running set of controllers.
@@ -124,6 +128,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	ns, err := namespace.New(namespace.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
 	if err := add("namespace", ns, err); err != nil {
+		return nil, err
+	}
+	ipam, err := nodeipam.New(nodeipam.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, ClusterCIDR: cfg.ClusterCIDR, Owns: owns, Guard: guard, Log: log})
+	if err := add("nodeipam", ipam, err); err != nil {
 		return nil, err
 	}
 	return m, nil
