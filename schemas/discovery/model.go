@@ -38,6 +38,12 @@ func Subresources(r *schemas.Resource) []Subresource {
 		case "binding":
 			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
 			s.Verbs = metav1.Verbs{"create"}
+		case "log":
+			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+			s.Verbs = metav1.Verbs{"get"}
+		case "exec":
+			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"}
+			s.Verbs = metav1.Verbs{"create", "get"}
 		case "eviction":
 			s.GVK = schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}
 			s.Verbs = metav1.Verbs{"create"}

@@ -31,6 +31,10 @@ type Config struct {
 	// TLS is the serving configuration (certificate, client CAs). Nil serves
 	// plain HTTP, for tests only.
 	TLS *tls.Config
+	// KubeletClientTLS is how the apiserver reaches kubelets for pods/log
+	// and pods/exec (its client certificate; RootCAs to verify kubelets).
+	// Nil connects without a client certificate and without verifying.
+	KubeletClientTLS *tls.Config
 
 	Store    *storage.Store
 	Registry *schemas.Registry

@@ -25,6 +25,8 @@ func (s *Server) serveSubresource(q *request) {
 			return
 		}
 		s.bind(q)
+	case "log", "exec":
+		s.proxyToKubelet(q)
 	case "finalize":
 		if q.info.Verb != "update" {
 			writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))

@@ -1,0 +1,117 @@
+package apitest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+)
+
+// TestKubeletProxy: pods/log and pods/exec reach the kubelet of the pod's
+// node (here an HTTPS endpoint standing in for the kubelet's server, which
+// the kubelet tests exercise for real) with the path and query the
+// kubelet API expects, and an exec's connection upgrade passes through.
+func TestKubeletProxy(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 60*time.Second)
+	kubelet := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			io.WriteString(w, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+			return
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
+		rw.Flush()
+		line, _ := rw.ReadString('\n')
+		rw.WriteString("echo " + r.URL.Path + " " + line)
+		rw.Flush()
+	}))
+	defer kubelet.Close()
+	u, _ := url.Parse(kubelet.URL)
+	host, portStr, _ := net.SplitHostPort(u.Host)
+	port, _ := strconv.Atoi(portStr)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k1"}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := env.Client.CoreV1().Pods("default")
+	two := testPod("two")
+	two.Spec.Containers = append(two.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
+	for _, p := range []*corev1.Pod{testPod("web"), two, testPod("unbound")} {
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"web", "two"} {
+		if err := pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p}, Target: corev1.ObjectReference{Name: "k1"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testPod("x").Spec.Containers[0].Name
+
+	body, err := pods.GetLogs("web", &corev1.PodLogOptions{Follow: true, TailLines: ptr(int64(5))}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(body), "GET /containerLogs/default/web/"+c+"?"; !strings.HasPrefix(got, want) || !strings.Contains(got, "follow=true") || !strings.Contains(got, "tailLines=5") {
+		t.Errorf("log proxied as %q, want %q with follow and tailLines", got, want)
+	}
+	// client-go's DoRaw does not decode a Status for a logs request; the
+	// body is the Status.
+	for _, tc := range []struct{ pod, container, want string }{
+		{"two", "", "a container name must be specified for pod two, choose one of: [c side]"},
+		{"two", "nope", "container nope is not valid for pod two"},
+		{"unbound", "", "pod unbound does not have a host assigned"},
+	} {
+		b, err := pods.GetLogs(tc.pod, &corev1.PodLogOptions{Container: tc.container}).DoRaw(ctx)
+		if err == nil || !strings.Contains(string(b), `"code":400`) || !strings.Contains(string(b), tc.want) {
+			t.Errorf("logs of %s -c %q: %v %s, want 400 %q", tc.pod, tc.container, err, b, tc.want)
+		}
+	}
+	if _, err := pods.GetLogs("missing", &corev1.PodLogOptions{}).DoRaw(ctx); !apierrors.IsNotFound(err) {
+		t.Errorf("logs of a missing pod: %v", err)
+	}
+
+	// An exec upgrade, by hand over the apiserver's plain-HTTP test port.
+	api, _ := url.Parse(env.Config.Host)
+	conn, err := net.Dial("tcp", api.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /api/v1/namespaces/default/pods/two/exec?container=side&command=cat&stdout=true HTTP/1.1\r\n"+
+		"Host: "+api.Host+"\r\nAuthorization: Bearer "+controlplanetest.AdminToken+"\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("exec: %s", resp.Status)
+	}
+	io.WriteString(conn, "hello\n")
+	line, _ := br.ReadString('\n')
+	if want := "echo /exec/default/two/side hello\n"; line != want {
+		t.Errorf("through the upgraded connection: %q, want %q", line, want)
+	}
+}
+
