@@ -114,4 +114,3 @@ func TestKubeletProxy(t *testing.T) {
 		t.Errorf("through the upgraded connection: %q, want %q", line, want)
 	}
 }
-
