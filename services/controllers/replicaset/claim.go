@@ -16,6 +16,16 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
+// indexOrphans indexes pods without a controller by namespace.
+const indexOrphans = "orphans"
+
+func orphanNamespace(pod *corev1.Pod) []string {
+	if metav1.GetControllerOfNoCopy(pod) != nil {
+		return nil
+	}
+	return []string{pod.Namespace}
+}
+
 // claimPods returns the pods rs controls after this round: the ones it
 // controlled and still match sel, and the orphans that match and that it
 // adopts now. Controlled pods that stopped matching are released (kube's
@@ -28,7 +38,14 @@ func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel l
 		errs     []error
 	)
 	deleting := rs.DeletionTimestamp != nil
-	for _, pod := range c.pods.ByIndex(consumer.IndexNamespace, rs.Namespace) {
+	// Only rs's own pods and the orphans can be claimed: pods of other
+	// controllers are not even looked at (a namespace with many
+	// ReplicaSets would make every round scan them all).
+	candidates := c.pods.ByIndex(consumer.IndexOwner, string(rs.UID))
+	if !deleting {
+		candidates = append(candidates, c.pods.ByIndex(indexOrphans, rs.Namespace)...)
+	}
+	for _, pod := range candidates {
 		matches := !sel.Empty() && sel.Matches(labels.Set(pod.Labels))
 		ref := metav1.GetControllerOfNoCopy(pod)
 		switch {

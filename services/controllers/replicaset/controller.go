@@ -96,6 +96,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	pods, err := consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
 		Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		Indexers: map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
