@@ -6,7 +6,8 @@
 //
 // At start, Run asks discovery for every resource the apiserver serves that
 // can be listed, watched and deleted, and runs one consumer.Cache (of
-// *unstructured.Unstructured) per resource, each with an extra index over
+// *metav1.PartialObjectMetadata: only the metadata is decoded, the
+// collector needs nothing else) per resource, each with an extra index over
 // the UIDs of all its ownerReferences (not only the controller's): the
 // dependents of an owner are ByIndex(IndexOwnerUID, uid) over every cache.
 // Each resource has its own consumer.Controller keyed "namespace/name", so

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -74,7 +73,7 @@ type resource struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
-	cache      *consumer.Cache[*unstructured.Unstructured]
+	cache      *consumer.Cache[*metav1.PartialObjectMetadata]
 	ctrl       *consumer.Controller
 }
 
@@ -163,9 +162,9 @@ func (c *Controller) discover(ctx context.Context) error {
 				continue
 			}
 			r := &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced}
-			r.cache, err = consumer.NewCache(consumer.CacheConfig[*unstructured.Unstructured]{
+			r.cache, err = consumer.NewCache(consumer.CacheConfig[*metav1.PartialObjectMetadata]{
 				Resource: r.gvr, Config: c.cfg.RestConfig, JS: c.cfg.JS, Log: c.log,
-				Indexers: map[string]consumer.IndexFunc[*unstructured.Unstructured]{IndexOwnerUID: ownerUIDs},
+				Indexers: map[string]consumer.IndexFunc[*metav1.PartialObjectMetadata]{IndexOwnerUID: ownerUIDs},
 			})
 			if err != nil {
 				return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
@@ -187,7 +186,7 @@ func hasVerbs(have metav1.Verbs, want ...string) bool {
 }
 
 // ownerUIDs is the IndexOwnerUID index function.
-func ownerUIDs(obj *unstructured.Unstructured) []string {
+func ownerUIDs(obj *metav1.PartialObjectMetadata) []string {
 	refs := obj.GetOwnerReferences()
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
@@ -198,14 +197,14 @@ func ownerUIDs(obj *unstructured.Unstructured) []string {
 
 // handler queues the work a change implies. It only queues: the reconcile
 // decides from the current state.
-func (c *Controller) handler(r *resource) consumer.Handler[*unstructured.Unstructured] {
-	return consumer.Handler[*unstructured.Unstructured]{
-		OnAdd: func(obj *unstructured.Unstructured, ev *events.Event) {
+func (c *Controller) handler(r *resource) consumer.Handler[*metav1.PartialObjectMetadata] {
+	return consumer.Handler[*metav1.PartialObjectMetadata]{
+		OnAdd: func(obj *metav1.PartialObjectMetadata, ev *events.Event) {
 			if interesting(obj) {
 				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
 			}
 		},
-		OnUpdate: func(old, obj *unstructured.Unstructured, ev *events.Event) {
+		OnUpdate: func(old, obj *metav1.PartialObjectMetadata, ev *events.Event) {
 			if interesting(obj) {
 				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
 			}
@@ -223,7 +222,7 @@ func (c *Controller) handler(r *resource) consumer.Handler[*unstructured.Unstruc
 				c.enqueueOwners(old, removed, ev)
 			}
 		},
-		OnDelete: func(obj *unstructured.Unstructured, ev *events.Event) {
+		OnDelete: func(obj *metav1.PartialObjectMetadata, ev *events.Event) {
 			c.enqueueDependents(obj.GetUID(), ev)
 			c.enqueueOwners(obj, obj.GetOwnerReferences(), ev)
 		},
@@ -231,7 +230,7 @@ func (c *Controller) handler(r *resource) consumer.Handler[*unstructured.Unstruc
 }
 
 // interesting: objects the collector may have to act on.
-func interesting(obj *unstructured.Unstructured) bool {
+func interesting(obj *metav1.PartialObjectMetadata) bool {
 	if len(obj.GetOwnerReferences()) > 0 {
 		return true
 	}
@@ -249,7 +248,7 @@ func (c *Controller) enqueueDependents(uid types.UID, ev *events.Event) {
 }
 
 // enqueueOwners queues the owners refs name (those of a known kind).
-func (c *Controller) enqueueOwners(dep *unstructured.Unstructured, refs []metav1.OwnerReference, ev *events.Event) {
+func (c *Controller) enqueueOwners(dep metav1.Object, refs []metav1.OwnerReference, ev *events.Event) {
 	for _, ref := range refs {
 		r, ns, ok := c.ownerResource(dep, ref)
 		if ok {
@@ -261,7 +260,7 @@ func (c *Controller) enqueueOwners(dep *unstructured.Unstructured, refs []metav1
 // ownerResource is the resource and namespace of the owner ref names.
 // ok is false for an unknown kind or a namespaced owner of a
 // cluster-scoped dependent (which cannot exist).
-func (c *Controller) ownerResource(dep *unstructured.Unstructured, ref metav1.OwnerReference) (*resource, string, bool) {
+func (c *Controller) ownerResource(dep metav1.Object, ref metav1.OwnerReference) (*resource, string, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return nil, "", false
@@ -280,7 +279,7 @@ func (c *Controller) ownerResource(dep *unstructured.Unstructured, ref metav1.Ow
 }
 
 // removedRefs are the references old has and obj no longer has.
-func removedRefs(old, obj *unstructured.Unstructured) []metav1.OwnerReference {
+func removedRefs(old, obj *metav1.PartialObjectMetadata) []metav1.OwnerReference {
 	var out []metav1.OwnerReference
 	now := obj.GetOwnerReferences()
 	for _, ref := range old.GetOwnerReferences() {

@@ -58,7 +58,7 @@ type owners struct {
 // classify sorts obj's owners. The cache answers for owners it holds with
 // the right UID; any other owner is read from the apiserver, so a lagging
 // cache never makes a live owner look absent.
-func (c *Controller) classify(ctx context.Context, obj *unstructured.Unstructured) (owners, error) {
+func (c *Controller) classify(ctx context.Context, obj metav1.Object) (owners, error) {
 	var o owners
 	for _, ref := range obj.GetOwnerReferences() {
 		if c.absent.has(ref.UID) {
@@ -75,7 +75,11 @@ func (c *Controller) classify(ctx context.Context, obj *unstructured.Unstructure
 			}
 			return o, fmt.Errorf("owner %s %s: unknown kind %s", ref.APIVersion, ref.Name, ref.Kind)
 		}
-		owner, ok := r.cache.Get(ns, ref.Name)
+		var owner metav1.Object
+		cached, ok := r.cache.Get(ns, ref.Name)
+		if ok {
+			owner = cached
+		}
 		if !ok || owner.GetUID() != ref.UID {
 			live, err := c.client.Resource(r.gvr).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 			switch {
@@ -103,7 +107,7 @@ func (c *Controller) classify(ctx context.Context, obj *unstructured.Unstructure
 // attemptToDelete is kube's attemptToDeleteItem for a dependent that is not
 // being deleted: delete it if no owner holds it, else drop the references
 // to owners that are gone or waiting.
-func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj *unstructured.Unstructured) error {
+func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav1.Object) error {
 	o, err := c.classify(ctx, obj)
 	if err != nil {
 		return err
@@ -155,7 +159,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj *unst
 
 // processDeletingDependents waits, for an owner deleted in the foreground,
 // until no dependent blocks it, then removes the finalizer.
-func (c *Controller) processDeletingDependents(ctx context.Context, r *resource, owner *unstructured.Unstructured) error {
+func (c *Controller) processDeletingDependents(ctx context.Context, r *resource, owner metav1.Object) error {
 	blocking := 0
 	for _, dr := range c.resources {
 		for _, d := range dr.cache.ByIndex(IndexOwnerUID, string(owner.GetUID())) {
@@ -177,7 +181,7 @@ func (c *Controller) processDeletingDependents(ctx context.Context, r *resource,
 }
 
 // blocks: d's reference to owner has blockOwnerDeletion.
-func blocks(d *unstructured.Unstructured, owner types.UID) bool {
+func blocks(d metav1.Object, owner types.UID) bool {
 	for _, ref := range d.GetOwnerReferences() {
 		if ref.UID == owner && ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
 			return true
@@ -188,7 +192,7 @@ func blocks(d *unstructured.Unstructured, owner types.UID) bool {
 
 // orphanDependents removes the references to owner from all its dependents,
 // then the "orphan" finalizer from owner.
-func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner *unstructured.Unstructured) error {
+func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner metav1.Object) error {
 	drop := map[types.UID]bool{owner.GetUID(): true}
 	var errs []error
 	for _, dr := range c.resources {
@@ -217,7 +221,7 @@ func (c *Controller) hasDependents(uid types.UID) bool {
 // deleteObject deletes obj as last read: the UID and resourceVersion
 // preconditions make the delete fail (and the key retry) if obj was
 // replaced or changed since.
-func (c *Controller) deleteObject(ctx context.Context, r *resource, obj *unstructured.Unstructured, policy metav1.DeletionPropagation) error {
+func (c *Controller) deleteObject(ctx context.Context, r *resource, obj metav1.Object, policy metav1.DeletionPropagation) error {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := c.iface(r, obj).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
@@ -236,7 +240,7 @@ func (c *Controller) deleteObject(ctx context.Context, r *resource, obj *unstruc
 
 // removeRefs drops the references to drop from obj: a fresh read, then an
 // update with its resourceVersion, retried on conflict.
-func (c *Controller) removeRefs(ctx context.Context, r *resource, obj *unstructured.Unstructured, drop map[types.UID]bool) error {
+func (c *Controller) removeRefs(ctx context.Context, r *resource, obj metav1.Object, drop map[types.UID]bool) error {
 	return c.mutate(ctx, r, obj, func(u *unstructured.Unstructured) bool {
 		refs := u.GetOwnerReferences()
 		kept := slices.DeleteFunc(slices.Clone(refs), func(ref metav1.OwnerReference) bool { return drop[ref.UID] })
@@ -250,7 +254,7 @@ func (c *Controller) removeRefs(ctx context.Context, r *resource, obj *unstructu
 
 // removeFinalizer removes finalizer f from obj; the apiserver deletes obj
 // if it was the last one.
-func (c *Controller) removeFinalizer(ctx context.Context, r *resource, obj *unstructured.Unstructured, f string) error {
+func (c *Controller) removeFinalizer(ctx context.Context, r *resource, obj metav1.Object, f string) error {
 	return c.mutate(ctx, r, obj, func(u *unstructured.Unstructured) bool {
 		fs := u.GetFinalizers()
 		if !slices.Contains(fs, f) {
@@ -264,7 +268,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, r *resource, obj *unst
 // mutate reads obj from the apiserver, applies change and updates it, until
 // there is no conflict. Nothing is written if obj is gone, was replaced
 // (another UID) or change reports no change.
-func (c *Controller) mutate(ctx context.Context, r *resource, obj *unstructured.Unstructured, change func(*unstructured.Unstructured) bool) error {
+func (c *Controller) mutate(ctx context.Context, r *resource, obj metav1.Object, change func(*unstructured.Unstructured) bool) error {
 	cl := c.iface(r, obj)
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		live, err := cl.Get(ctx, obj.GetName(), metav1.GetOptions{})
@@ -286,7 +290,7 @@ func (c *Controller) mutate(ctx context.Context, r *resource, obj *unstructured.
 	return nil
 }
 
-func (c *Controller) iface(r *resource, obj *unstructured.Unstructured) dynamic.ResourceInterface {
+func (c *Controller) iface(r *resource, obj metav1.Object) dynamic.ResourceInterface {
 	if r.namespaced {
 		return c.client.Resource(r.gvr).Namespace(obj.GetNamespace())
 	}
