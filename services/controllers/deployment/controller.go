@@ -36,6 +36,11 @@ type Config struct {
 	// Guard, if set, is checked right before each reconcile instead of
 	// Owns (see consumer.ControllerConfig.Guard).
 	Guard func(key string) (done func(), ok bool)
+	// Pods and ReplicaSets are caches shared with other controllers of the
+	// same process (so each event is decoded once), run by whoever made
+	// them. Nil: New makes its own and Run runs them.
+	Pods        *consumer.Cache[*corev1.Pod]
+	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
 	Log   *slog.Logger
 	// Clock gives the time of conditions and progress deadlines; nil is
 	// time.Now.
@@ -51,6 +56,8 @@ type Controller struct {
 	ctrl        *consumer.Controller
 	log         *slog.Logger
 	now         func() time.Time
+	// own are the caches this controller made and runs.
+	own []consumer.Runner
 }
 
 var (
@@ -83,15 +90,22 @@ func New(cfg Config) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}
-	if c.rss, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
-		Resource: replicaSetsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}); err != nil {
-		return nil, fmt.Errorf("deployment: cache: %w", err)
+	c.own = []consumer.Runner{c.deployments}
+	if c.rss = cfg.ReplicaSets; c.rss == nil {
+		if c.rss, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
+			Resource: replicaSetsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("deployment: cache: %w", err)
+		}
+		c.own = append(c.own, c.rss)
 	}
-	if c.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
-		Resource: podsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}); err != nil {
-		return nil, fmt.Errorf("deployment: cache: %w", err)
+	if c.pods = cfg.Pods; c.pods == nil {
+		if c.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
+			Resource: podsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("deployment: cache: %w", err)
+		}
+		c.own = append(c.own, c.pods)
 	}
 	if c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
 		Name: "deployment", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard, Log: log,
@@ -114,7 +128,7 @@ func New(cfg Config) (*Controller, error) {
 
 // Run runs the caches and the workers until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	return consumer.RunAll(ctx, c.deployments, c.rss, c.pods, c.ctrl)
+	return consumer.RunAll(ctx, append(c.own, c.ctrl)...)
 }
 
 // replicaSetKeys maps a replica set to its deployment, or an orphan to the

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -54,9 +56,12 @@ type Manager struct {
 	cfg     Config
 	sharder *shard.Sharder
 	ctrls   []consumer.Runner
-	names   []string
-	client  kubernetes.Interface
-	log     *slog.Logger
+	// pods and rsets are shared by the controllers (see New).
+	pods   *consumer.Cache[*corev1.Pod]
+	rsets  *consumer.Cache[*appsv1.ReplicaSet]
+	names  []string
+	client kubernetes.Interface
+	log    *slog.Logger
 
 	// catchMu serialises catch-ups; caughtUpFrom is when the last
 	// completed one started: it covers every partition acquired before.
@@ -114,11 +119,26 @@ func New(cfg Config) (*Manager, error) {
 		return nil
 	}
 	log := cfg.Log
-	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
+	// The pod and ReplicaSet caches are shared by the replicaset and
+	// deployment controllers: each event is decoded once.
+	if m.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
+		Resource: corev1.SchemeGroupVersion.WithResource("pods"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		Indexers: replicaset.PodIndexers(),
+	}); err != nil {
+		return nil, fmt.Errorf("manager: pod cache: %w", err)
+	}
+	if m.rsets, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
+		Resource: appsv1.SchemeGroupVersion.WithResource("replicasets"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	}); err != nil {
+		return nil, fmt.Errorf("manager: replicaset cache: %w", err)
+	}
+	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
+		Pods: m.pods, ReplicaSets: m.rsets})
 	if err := add("replicaset", rs, err); err != nil {
 		return nil, err
 	}
-	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
+	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
+		Pods: m.pods, ReplicaSets: m.rsets})
 	if err := add("deployment", dep, err); err != nil {
 		return nil, err
 	}
@@ -142,7 +162,7 @@ func (m *Manager) Controllers() []string { return m.names }
 
 // Run runs every controller (and the sharder) until ctx is done.
 func (m *Manager) Run(ctx context.Context) error {
-	runners := append([]consumer.Runner(nil), m.ctrls...)
+	runners := append([]consumer.Runner{m.pods, m.rsets}, m.ctrls...)
 	if m.sharder != nil {
 		runners = append(runners, m.sharder)
 	}

@@ -55,6 +55,17 @@ type Config struct {
 	// Clock is the time source for availability and expectations; nil is
 	// time.Now.
 	Clock func() time.Time
+	// Pods and ReplicaSets are caches shared with other controllers of the
+	// same process (so each event is decoded once), run by whoever made
+	// them; the pod cache must have PodIndexers. Nil: New makes its own
+	// and Run runs them.
+	Pods        *consumer.Cache[*corev1.Pod]
+	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
+}
+
+// PodIndexers are the indexes the controller needs on a shared pod cache.
+func PodIndexers() map[string]consumer.IndexFunc[*corev1.Pod] {
+	return map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace}
 }
 
 // Controller is the ReplicaSet controller. Build it with New and start it
@@ -67,6 +78,8 @@ type Controller struct {
 	pods   *consumer.Cache[*corev1.Pod]
 	ctrl   *consumer.Controller
 	expect *expectations
+	// own are the caches this controller made and runs.
+	own []consumer.Runner
 }
 
 // New builds the controller, its caches and its queue.
@@ -88,20 +101,27 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
 	}
-	rsets, err := consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
-		Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replicaset: new: %w", err)
+	var own []consumer.Runner
+	rsets := cfg.ReplicaSets
+	if rsets == nil {
+		if rsets, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
+			Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("replicaset: new: %w", err)
+		}
+		own = append(own, rsets)
 	}
-	pods, err := consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
-		Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		Indexers: map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replicaset: new: %w", err)
+	pods := cfg.Pods
+	if pods == nil {
+		if pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
+			Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log, Indexers: PodIndexers(),
+		}); err != nil {
+			return nil, fmt.Errorf("replicaset: new: %w", err)
+		}
+		own = append(own, pods)
 	}
 	c := &Controller{
+		own:    own,
 		log:    log,
 		now:    cfg.Clock,
 		client: client,
@@ -133,7 +153,7 @@ func New(cfg Config) (*Controller, error) {
 // returns after every goroutine it started has returned. It returns an
 // error only if a cache fails.
 func (c *Controller) Run(ctx context.Context) error {
-	if err := consumer.RunAll(ctx, c.rsets, c.pods, c.ctrl); err != nil {
+	if err := consumer.RunAll(ctx, append(c.own, c.ctrl)...); err != nil {
 		return fmt.Errorf("replicaset: %w", err)
 	}
 	return nil
