@@ -22,6 +22,7 @@ func commands() []command {
 		{"up", "run a whole cluster in this process", runUp},
 		{"apiserver", "run the apiserver (with the log publisher) on an external etcd and NATS", runAPIServer},
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
+		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
 		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
 		{"version", "print the version", runVersion},
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
@@ -16,6 +17,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/scheduler"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
@@ -26,7 +28,57 @@ import (
 func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, out io.Writer) []supervisor.Service {
 	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, out: out}
 	cm := &controllerManagerService{cp: cp}
-	return []supervisor.Service{cp, cm}
+	sched := &schedulerService{cp: cp}
+	return []supervisor.Service{cp, cm, sched}
+}
+
+// SchedulerKubeconfig is the kubeconfig (user system:kube-scheduler) that
+// `cairn up` writes for schedulers; `cairn scheduler --data-dir` uses it.
+const SchedulerKubeconfig = "scheduler.kubeconfig"
+
+// schedulerService runs one scheduler replica in process; more can run
+// next to it (cairn scheduler): they bind optimistically.
+type schedulerService struct {
+	cp *controlPlaneService
+	s  *scheduler.Scheduler
+}
+
+func (s *schedulerService) Name() string { return "scheduler" }
+
+func (s *schedulerService) Describe() string { return scheduler.DefaultSchedulerName }
+
+func (s *schedulerService) Run(ctx context.Context, ready func()) error {
+	rc, err := s.cp.clientConfig(apiserver.UserScheduler, nil, SchedulerKubeconfig)
+	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(scheduler.Config{RestConfig: rc, JS: s.cp.cp.JS, Log: s.cp.log.With("service", "scheduler")})
+	if err != nil {
+		return err
+	}
+	s.s = sched
+	ready()
+	return sched.Run(ctx)
+}
+
+// clientConfig issues a client certificate for user (in groups), writes a
+// kubeconfig with it into the data directory as file, and returns its
+// rest.Config (no client-side rate limit: services are trusted).
+func (s *controlPlaneService) clientConfig(user string, groups []string, file string) (*rest.Config, error) {
+	cert, key, err := s.pki.IssueClient(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(s.paths.Root, file)
+	if err := kubeconfig.Write(path, "https://"+s.cp.Addr, s.pki.CAPEM, cert, key, user); err != nil {
+		return nil, err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = -1, -1
+	return rc, nil
 }
 
 // ControllerManagerKubeconfig is the kubeconfig (user
@@ -53,20 +105,10 @@ func (s *controllerManagerService) Describe() string {
 
 func (s *controllerManagerService) Run(ctx context.Context, ready func()) error {
 	cp := s.cp.cp
-	server := "https://" + cp.Addr
-	cert, key, err := s.cp.pki.IssueClient(apiserver.UserControllers, nil)
+	rc, err := s.cp.clientConfig(apiserver.UserControllers, nil, ControllerManagerKubeconfig)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(s.cp.paths.Root, ControllerManagerKubeconfig)
-	if err := kubeconfig.Write(path, server, s.cp.pki.CAPEM, cert, key, apiserver.UserControllers); err != nil {
-		return err
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return err
-	}
-	rc.QPS, rc.Burst = -1, -1
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, Log: s.cp.log.With("service", "controller-manager")})
 	if err != nil {
 		return err

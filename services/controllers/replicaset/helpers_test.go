@@ -31,12 +31,7 @@ func start(t *testing.T, ns string) *controlplanetest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := controlplanetest.Run(t, c)
-	sctx, scancel := context.WithTimeout(ctx, wait)
-	defer scancel()
-	if err := c.WaitForSync(sctx); err != nil {
-		t.Fatal(err)
-	}
+	controlplanetest.RunSynced(t, c)
 	_, err = env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

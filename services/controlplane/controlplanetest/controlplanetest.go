@@ -131,6 +131,26 @@ func Run(t testing.TB, r Runner) context.Context {
 	return ctx
 }
 
+// SyncRunner is a Runner with caches to wait for.
+type SyncRunner interface {
+	Runner
+	WaitForSync(ctx context.Context) error
+}
+
+// RunSynced runs r as Run does and returns once its caches are synced (or
+// fails the test after 30 s), so that what the test writes next reaches
+// r as events.
+func RunSynced(t testing.TB, r SyncRunner) context.Context {
+	t.Helper()
+	ctx := Run(t, r)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.WaitForSync(sctx); err != nil {
+		t.Fatalf("wait for sync: %v", err)
+	}
+	return ctx
+}
+
 // Logger discards logs unless the environment variable env is set, in which
 // case it writes debug logs to stderr: how tests let a developer watch a
 // controller.

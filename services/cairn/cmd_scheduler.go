@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/scheduler"
+)
+
+// runScheduler runs one scheduler replica as its own process. Replicas
+// bind optimistically and the apiserver refuses a binding that would
+// overcommit a node; --sharded splits the pods between replicas instead.
+func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		sf             serviceFlags
+		identity, name string
+		sharded        bool
+		workers        int
+	)
+	fs := newFlagSet("scheduler", stderr)
+	sf.register(fs, up.SchedulerKubeconfig)
+	fs.StringVar(&identity, "identity", "", "this replica's name (default hostname-pid)")
+	fs.StringVar(&name, "scheduler-name", scheduler.DefaultSchedulerName, "schedule the pods whose spec.schedulerName is this")
+	fs.BoolVar(&sharded, "sharded", false, "split the pods between the replicas that set it, instead of letting every replica bind any pod")
+	fs.IntVar(&workers, "workers", 0, "bindings and status writes in flight (default 256)")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, sf.logLevel)
+	if err != nil {
+		return err
+	}
+	rc, js, closeNATS, err := sf.connect("scheduler")
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	s, err := scheduler.New(scheduler.Config{RestConfig: rc, JS: js, Identity: identity, SchedulerName: name,
+		Sharded: sharded, Workers: workers, Log: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "scheduler running (%s)\n", name)
+	return s.Run(ctx)
+}

@@ -1,0 +1,133 @@
+package framework
+
+import (
+	"context"
+)
+
+// MaxNodeScore is the highest score a Score plugin gives after
+// normalisation; MinNodeScore the lowest.
+const (
+	MaxNodeScore int64 = 100
+	MinNodeScore int64 = 0
+)
+
+// Plugin is anything the framework runs; Name identifies it in statuses,
+// weights and the cycle state.
+type Plugin interface {
+	Name() string
+}
+
+// PreFilterPlugin runs once per scheduling cycle before any Filter: it
+// precomputes what its Filter needs (into the CycleState) and may reject
+// the pod for every node at once (the rejection's message becomes the
+// FitError's PreFilterMsg) or return Skip to have its Filter skipped.
+type PreFilterPlugin interface {
+	Plugin
+	PreFilter(ctx context.Context, state *CycleState, pod *PodInfo, snap *Snapshot) *Status
+}
+
+// PreFilterExtensions update a PreFilter plugin's precomputed state when a
+// pod is added to or removed from a node during the cycle: nominated pods
+// (Framework.RunFilters) and preemption's what-if evictions.
+type PreFilterExtensions interface {
+	AddPod(state *CycleState, pod, add *PodInfo, node *NodeInfo) *Status
+	RemovePod(state *CycleState, pod, remove *PodInfo, node *NodeInfo) *Status
+}
+
+// FilterPlugin says whether the pod can run on one node. It is called
+// concurrently for different nodes and must only read the state and node.
+type FilterPlugin interface {
+	Plugin
+	Filter(state *CycleState, pod *PodInfo, node *NodeInfo) *Status
+}
+
+// PreScorePlugin runs once before Score with the feasible nodes; Skip
+// skips its Score.
+type PreScorePlugin interface {
+	Plugin
+	PreScore(ctx context.Context, state *CycleState, pod *PodInfo, snap *Snapshot, nodes []*NodeInfo) *Status
+}
+
+// ScorePlugin ranks a feasible node. It is called concurrently for
+// different nodes. Unless it also implements ScoreNormalizer, its scores
+// must lie in [MinNodeScore, MaxNodeScore].
+type ScorePlugin interface {
+	Plugin
+	Score(state *CycleState, pod *PodInfo, node *NodeInfo) (int64, *Status)
+}
+
+// ScoreNormalizer rescales a ScorePlugin's raw scores, in place, into
+// [MinNodeScore, MaxNodeScore] once all nodes are scored.
+type ScoreNormalizer interface {
+	NormalizeScore(state *CycleState, pod *PodInfo, scores []NodeScore) *Status
+}
+
+// NodeScore is one node's score.
+type NodeScore struct {
+	Name  string
+	Score int64
+}
+
+// DefaultNormalizeScore scales scores so the highest becomes maxPriority
+// (kube's helper.DefaultNormalizeScore); with reverse, high raw scores
+// become low ones. All zero stays all zero (or all maxPriority reversed).
+func DefaultNormalizeScore(maxPriority int64, reverse bool, scores []NodeScore) {
+	var maxCount int64
+	for _, s := range scores {
+		maxCount = max(maxCount, s.Score)
+	}
+	if maxCount == 0 {
+		if reverse {
+			for i := range scores {
+				scores[i].Score = maxPriority
+			}
+		}
+		return
+	}
+	for i := range scores {
+		s := maxPriority * scores[i].Score / maxCount
+		if reverse {
+			s = maxPriority - s
+		}
+		scores[i].Score = s
+	}
+}
+
+// StateData is what a plugin keeps in the CycleState. Clone must return a
+// copy that PreFilterExtensions can change without affecting the original.
+type StateData interface {
+	Clone() StateData
+}
+
+// CycleState is the per-cycle scratch space of the plugins, keyed by
+// plugin name. Writes happen in PreFilter/PreScore (one goroutine); Filter
+// and Score only read.
+type CycleState struct {
+	data map[string]StateData
+	skip map[string]bool
+}
+
+// NewCycleState returns an empty state.
+func NewCycleState() *CycleState {
+	return &CycleState{data: map[string]StateData{}, skip: map[string]bool{}}
+}
+
+// Read returns the data stored under key, nil if none.
+func (c *CycleState) Read(key string) StateData { return c.data[key] }
+
+// Write stores data under key.
+func (c *CycleState) Write(key string, d StateData) { c.data[key] = d }
+
+// Clone deep-copies the state (each StateData through its Clone).
+func (c *CycleState) Clone() *CycleState {
+	n := &CycleState{data: make(map[string]StateData, len(c.data)), skip: make(map[string]bool, len(c.skip))}
+	for k, v := range c.data {
+		if v != nil {
+			n.data[k] = v.Clone()
+		}
+	}
+	for k, v := range c.skip {
+		n.skip[k] = v
+	}
+	return n
+}

@@ -1,0 +1,171 @@
+package framework
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeInfo is a node and the pods the scheduler counts on it: bound pods
+// and pods it assumed (decided, binding in flight). It aggregates what the
+// plugins read: requested resources, host ports in use and images present.
+// A NodeInfo is not safe for concurrent mutation; the owner of the Snapshot
+// serialises writes against reads.
+type NodeInfo struct {
+	// Node is nil for a node that was deleted but still has pods, or whose
+	// pods were seen before the node.
+	Node *corev1.Node
+	Pods []*PodInfo
+	// PodsWithAffinity are the pods with any pod (anti-)affinity term;
+	// PodsWithRequiredAntiAffinity those with a required anti-affinity term.
+	PodsWithAffinity             []*PodInfo
+	PodsWithRequiredAntiAffinity []*PodInfo
+
+	// Requested is the sum of the pods' requests; NonZeroRequested the same
+	// with the scoring defaults. Allocatable is the node's.
+	Requested, NonZeroRequested, Allocatable Resource
+	// UsedPorts are the host ports in use.
+	UsedPorts map[HostPort]int
+	// Images maps a normalised image name to its size on the node.
+	Images map[string]int64
+	// Generation increases with every change.
+	Generation int64
+}
+
+// NewNodeInfo returns a NodeInfo for node (which may be nil) with pods.
+func NewNodeInfo(node *corev1.Node, pods ...*PodInfo) *NodeInfo {
+	ni := &NodeInfo{UsedPorts: map[HostPort]int{}}
+	ni.SetNode(node)
+	for _, p := range pods {
+		ni.AddPod(p)
+	}
+	return ni
+}
+
+// Name is the node's name ("" if Node is nil).
+func (ni *NodeInfo) Name() string {
+	if ni.Node == nil {
+		return ""
+	}
+	return ni.Node.Name
+}
+
+// SetNode sets (or replaces) the node object.
+func (ni *NodeInfo) SetNode(node *corev1.Node) {
+	ni.Node = node
+	ni.Generation++
+	ni.Allocatable = Resource{}
+	ni.Images = nil
+	if node == nil {
+		return
+	}
+	ni.Allocatable = NewResource(node.Status.Allocatable)
+	if len(node.Status.Images) > 0 {
+		ni.Images = make(map[string]int64, len(node.Status.Images))
+		for _, img := range node.Status.Images {
+			for _, name := range img.Names {
+				ni.Images[NormalizeImage(name)] = img.SizeBytes
+			}
+		}
+	}
+}
+
+// AddPod counts pod on the node.
+func (ni *NodeInfo) AddPod(pi *PodInfo) {
+	ni.Pods = append(ni.Pods, pi)
+	if pi.HasAffinity() {
+		ni.PodsWithAffinity = append(ni.PodsWithAffinity, pi)
+	}
+	if len(pi.RequiredAntiAffinity) > 0 {
+		ni.PodsWithRequiredAntiAffinity = append(ni.PodsWithRequiredAntiAffinity, pi)
+	}
+	ni.Requested.Plus(pi.Requests)
+	ni.NonZeroRequested.Plus(pi.NonZero)
+	for _, hp := range pi.HostPorts {
+		ni.UsedPorts[hp]++
+	}
+	ni.Generation++
+}
+
+// RemovePod stops counting the pod with that key; it reports whether the
+// pod was there.
+func (ni *NodeInfo) RemovePod(key string) bool {
+	i := indexOf(ni.Pods, key)
+	if i < 0 {
+		return false
+	}
+	pi := ni.Pods[i]
+	ni.Pods = removeAt(ni.Pods, i)
+	if j := indexOf(ni.PodsWithAffinity, key); j >= 0 {
+		ni.PodsWithAffinity = removeAt(ni.PodsWithAffinity, j)
+	}
+	if j := indexOf(ni.PodsWithRequiredAntiAffinity, key); j >= 0 {
+		ni.PodsWithRequiredAntiAffinity = removeAt(ni.PodsWithRequiredAntiAffinity, j)
+	}
+	ni.Requested.Minus(pi.Requests)
+	ni.NonZeroRequested.Minus(pi.NonZero)
+	for _, hp := range pi.HostPorts {
+		if ni.UsedPorts[hp]--; ni.UsedPorts[hp] <= 0 {
+			delete(ni.UsedPorts, hp)
+		}
+	}
+	ni.Generation++
+	return true
+}
+
+// Pod returns the counted pod with that key.
+func (ni *NodeInfo) Pod(key string) *PodInfo {
+	if i := indexOf(ni.Pods, key); i >= 0 {
+		return ni.Pods[i]
+	}
+	return nil
+}
+
+// Clone returns a copy that can be changed without touching ni (the pods
+// themselves are shared: they are immutable).
+func (ni *NodeInfo) Clone() *NodeInfo {
+	c := &NodeInfo{
+		Node:                         ni.Node,
+		Pods:                         append([]*PodInfo(nil), ni.Pods...),
+		PodsWithAffinity:             append([]*PodInfo(nil), ni.PodsWithAffinity...),
+		PodsWithRequiredAntiAffinity: append([]*PodInfo(nil), ni.PodsWithRequiredAntiAffinity...),
+		Requested:                    ni.Requested,
+		NonZeroRequested:             ni.NonZeroRequested,
+		Allocatable:                  ni.Allocatable,
+		UsedPorts:                    make(map[HostPort]int, len(ni.UsedPorts)),
+		Images:                       ni.Images,
+		Generation:                   ni.Generation,
+	}
+	for k, v := range ni.UsedPorts {
+		c.UsedPorts[k] = v
+	}
+	return c
+}
+
+func indexOf(pods []*PodInfo, key string) int {
+	for i, p := range pods {
+		if p.Key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func removeAt(pods []*PodInfo, i int) []*PodInfo {
+	last := len(pods) - 1
+	pods[i] = pods[last]
+	pods[last] = nil
+	return pods[:last]
+}
+
+// NormalizeImage adds ":latest" to an image name with neither tag nor
+// digest, as the kubelet reports images.
+func NormalizeImage(name string) string {
+	if strings.Contains(name, "@") {
+		return name
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		return name
+	}
+	return name + ":latest"
+}

@@ -1,0 +1,174 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const wait = 60 * time.Second
+
+// startReplica runs a scheduler replica until the test ends and waits for
+// its caches.
+func startReplica(t testing.TB, env *controlplanetest.Env, cfg Config) *Scheduler {
+	t.Helper()
+	cfg.RestConfig = env.ConfigFor(controlplanetest.SchedulerToken)
+	cfg.JS = env.JS
+	if cfg.Log == nil {
+		cfg.Log = controlplanetest.Logger("SCHED_TEST_LOG")
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.RunSynced(t, s)
+	return s
+}
+
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newNode(name, cpu, mem string, pods int, taints ...corev1.Taint) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Spec: corev1.NodeSpec{Taints: taints}}
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem),
+		corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"), corev1.ResourcePods: *resource.NewQuantity(int64(pods), resource.DecimalSI)}
+	n.Status.Capacity = n.Status.Allocatable
+	return n
+}
+
+func newPod(ns, name, cpu, mem string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}}}
+	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}
+	return p
+}
+
+func createNodes(t testing.TB, env *controlplanetest.Env, nodes ...*corev1.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		if _, err := env.Client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create node %s: %v", n.Name, err)
+		}
+	}
+}
+
+func createPod(t testing.TB, env *controlplanetest.Env, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	out, err := env.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", p.Name, err)
+	}
+	return out
+}
+
+func getPod(t testing.TB, env *controlplanetest.Env, ns, name string) *corev1.Pod {
+	t.Helper()
+	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", name, err)
+	}
+	return p
+}
+
+func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// podEvents reads every pod event on the log, in order.
+func podEvents(t testing.TB, env *controlplanetest.Env) []*events.Event {
+	t.Helper()
+	var out []*events.Event
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := events.Tail(ctx, env.JS, events.TailOptions{Group: "core", Resource: "pods"}, func(ev *events.Event) error {
+		out = append(out, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("tail: %v", err)
+	}
+	return out
+}
+
+// overcommitChecker replays pod events in log order, keeping per-node sums
+// of the requests of the pods counted there (bound, not finished), and
+// reports every revision at which a node's allocatable cpu, memory,
+// ephemeral storage or pod count was exceeded.
+type overcommitChecker struct {
+	alloc  map[string]fw.Resource
+	pods   map[string]podOnNode
+	sums   map[string]fw.Resource
+	counts map[string]int
+	errs   []string
+}
+
+type podOnNode struct {
+	node string
+	req  fw.Resource
+}
+
+func newOvercommitChecker(nodes []*corev1.Node) *overcommitChecker {
+	c := &overcommitChecker{alloc: map[string]fw.Resource{}, pods: map[string]podOnNode{}, sums: map[string]fw.Resource{}, counts: map[string]int{}}
+	for _, n := range nodes {
+		c.alloc[n.Name] = fw.NewResource(n.Status.Allocatable)
+	}
+	return c
+}
+
+func (c *overcommitChecker) apply(ev *events.Event) error {
+	var pod corev1.Pod
+	if err := json.Unmarshal(ev.Object, &pod); err != nil {
+		return fmt.Errorf("decode %s/%s@%d: %w", ev.Namespace, ev.Name, ev.Revision, err)
+	}
+	key := ev.Namespace + "/" + ev.Name
+	if old, ok := c.pods[key]; ok {
+		s := c.sums[old.node]
+		s.Minus(old.req)
+		c.sums[old.node] = s
+		c.counts[old.node]--
+		delete(c.pods, key)
+	}
+	if ev.Type == events.Deleted || !counts(&pod) {
+		return nil
+	}
+	req, _ := fw.PodRequests(&pod)
+	node := pod.Spec.NodeName
+	c.pods[key] = podOnNode{node: node, req: req}
+	s := c.sums[node]
+	s.Plus(req)
+	c.sums[node] = s
+	c.counts[node]++
+	a := c.alloc[node]
+	if s.MilliCPU > a.MilliCPU || s.Memory > a.Memory || s.EphemeralStorage > a.EphemeralStorage || c.counts[node] > a.AllowedPodNumber {
+		c.errs = append(c.errs, fmt.Sprintf("revision %d: node %s overcommitted by %s: %d/%dm cpu, %d/%d memory, %d/%d pods",
+			ev.Revision, node, key, s.MilliCPU, a.MilliCPU, s.Memory, a.Memory, c.counts[node], a.AllowedPodNumber))
+	}
+	return nil
+}
