@@ -1,0 +1,68 @@
+package node_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cairn-dev/cairn/services/kubelet/node"
+	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+)
+
+// TestStartAdoptsRunningContainerd starts a node, runs a pod, then starts
+// the same node again as a restarted owner would (the first Runtime is
+// abandoned, not stopped): the second Start must adopt the running
+// containerd, keep the container running untouched, and its Stop must
+// clean up everything, including the namespace the first Start created.
+func TestStartAdoptsRunningContainerd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := node.Config{Dir: t.TempDir(), NetNS: "cairn-t-" + hex.EncodeToString(b[:]), CreateNetNS: true, Images: nodetest.Images(t)}
+	first, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Stop(context.Background()) }) // only if the test fails early
+	p := runPod(ctx, t, first, podSpec{name: "survivor", command: []string{"sleep", "3600"}})
+	pid := containerPid(ctx, t, first, p.containerID)
+
+	second, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("second Start: %v", err)
+	}
+	if !second.Adopted() || second.Pid() != first.Pid() {
+		t.Fatalf("second Start: adopted=%v pid %d, want containerd %d adopted", second.Adopted(), second.Pid(), first.Pid())
+	}
+	st, err := second.RuntimeService().ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: p.containerID})
+	if err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("container after adoption: %v, %v", st.GetStatus().GetState(), err)
+	}
+	if got := containerPid(ctx, t, second, p.containerID); got != pid {
+		t.Errorf("container pid %d after adoption, was %d: it was restarted", got, pid)
+	}
+
+	if err := second.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	for _, pid := range []int{pid, first.Pid()} {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("process %d still running after Stop", pid)
+		}
+	}
+	if _, err := os.Stat(second.NetNSPath()); !os.IsNotExist(err) {
+		t.Errorf("namespace %s left after Stop (%v)", second.NetNSPath(), err)
+	}
+	if m := mountsUnder(t, cfg.Dir); len(m) != 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+}

@@ -1,0 +1,153 @@
+package node_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cairn-dev/cairn/services/kubelet/node"
+	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+)
+
+// reportQuantiles reports p50, p99 and max of samples in milliseconds.
+func reportQuantiles(b *testing.B, name string, samples []time.Duration) {
+	if len(samples) == 0 {
+		return
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	q := func(p float64) float64 {
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(0.50), name+"-p50-ms")
+	b.ReportMetric(q(0.99), name+"-p99-ms")
+	b.ReportMetric(float64(s[len(s)-1].Microseconds())/1000, name+"-max-ms")
+}
+
+// BenchmarkNodeStart measures node.Start from nothing: containerd launched
+// in a fresh network namespace until its CRI is ready ("ready"), and the
+// whole Start including the import of the two images ("start").
+// Run with -benchtime 10x for a p50 over 10.
+func BenchmarkNodeStart(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	imgs := nodetest.Images(b)
+	var ready, total []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		cfg := node.Config{Dir: b.TempDir(), NetNS: "cairn-b-" + hex.EncodeToString(r[:]), CreateNetNS: true, Images: imgs, KillWithParent: true}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		t0 := time.Now()
+		rt, err := node.Start(ctx, cfg, nil)
+		if err != nil {
+			cancel()
+			b.Fatal(err)
+		}
+		total = append(total, time.Since(t0))
+		ready = append(ready, rt.Timings().Ready)
+		b.StopTimer()
+		if err := rt.Stop(ctx); err != nil {
+			b.Error(err)
+		}
+		cancel()
+		b.StartTimer()
+	}
+	reportQuantiles(b, "ready", ready)
+	reportQuantiles(b, "start", total)
+}
+
+// BenchmarkPodStart measures, on one running node, RunPodSandbox (CNI
+// included) plus CreateContainer and StartContainer of a busybox container,
+// one pod at a time. Run with -benchtime 10x for a p50 over 10.
+func BenchmarkPodStart(b *testing.B) {
+	rt := nodetest.Start(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rs := rt.RuntimeService()
+	var sandbox, total []time.Duration
+	logRoot := b.TempDir()
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		p, err := startPod(ctx, rt, podSpec{name: "bench-" + hex.EncodeToString([]byte{byte(i)}), command: []string{"sleep", "3600"}}, logRoot)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total = append(total, time.Since(t0))
+		b.StopTimer()
+		sandbox = append(sandbox, p.sandboxTook)
+		if _, err := rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	reportQuantiles(b, "sandbox", sandbox)
+	reportQuantiles(b, "pod", total)
+}
+
+// BenchmarkPodStart30 starts 30 pods (sandbox and one busybox container
+// each) at once on one node, as the kubelet's start-up SLO benchmark does,
+// and reports per-pod start latency and the wall time for all 30.
+func BenchmarkPodStart30(b *testing.B) {
+	const n = 30
+	rt := nodetest.Start(b)
+	rs := rt.RuntimeService()
+	logRoot := b.TempDir()
+	var lat, sandbox, wall []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		// A deadline per round: on a loaded 2-core machine one round can
+		// take tens of seconds.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		type result struct {
+			p   *pod
+			d   time.Duration
+			err error
+		}
+		res := make(chan result, n)
+		t0 := time.Now()
+		for i := range n {
+			go func() {
+				p, err := startPod(ctx, rt, podSpec{name: "c" + hex.EncodeToString([]byte{byte(i)}), command: []string{"sleep", "3600"}}, logRoot)
+				res <- result{p, time.Since(t0), err}
+			}()
+		}
+		var pods []*pod
+		for range n {
+			r := <-res
+			if r.err != nil {
+				b.Fatal(r.err)
+			}
+			lat = append(lat, r.d)
+			sandbox = append(sandbox, r.p.sandboxTook)
+			pods = append(pods, r.p)
+		}
+		wall = append(wall, time.Since(t0))
+		b.StopTimer()
+		for _, p := range pods {
+			if _, err := rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cancel()
+		b.StartTimer()
+	}
+	reportQuantiles(b, "sandbox", sandbox)
+	reportQuantiles(b, "pod", lat)
+	reportQuantiles(b, "all30", wall)
+}

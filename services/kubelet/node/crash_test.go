@@ -1,0 +1,90 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+)
+
+// TestRunCleansUpAfterContainerdCrash SIGKILLs containerd under Run while a
+// pod runs: Run must return an error, and the clean-up that follows, with no
+// containerd to ask, must still kill the shims and container processes
+// this node started and leave no mount or namespace behind.
+func TestRunCleansUpAfterContainerdCrash(t *testing.T) {
+	rt := nodetest.Start(t)
+	ctx := ctxT(t, 2*time.Minute)
+	p := runPod(ctx, t, rt, podSpec{name: "orphan", command: []string{"sleep", "3600"}})
+	pid := containerPid(ctx, t, rt, p.containerID)
+	shims := shimPids(t, rt.Socket())
+	if len(shims) == 0 {
+		t.Fatal("no shim found for the node's socket")
+	}
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- rt.Run(context.Background()) }()
+	if err := syscall.Kill(rt.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-runErr:
+		if err == nil || !strings.Contains(err.Error(), "exited") {
+			t.Errorf("Run after containerd was killed: %v, want an exit error", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not return after containerd was killed")
+	}
+	for _, pid := range append([]int{pid, rt.Pid()}, shims...) {
+		if alive(pid) {
+			t.Errorf("process %d still running after clean-up", pid)
+		}
+	}
+	if m := mountsUnder(t, rt.Dir()); len(m) != 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if _, err := os.Stat(rt.NetNSPath()); !os.IsNotExist(err) {
+		t.Errorf("namespace %s left (%v)", rt.NetNSPath(), err)
+	}
+}
+
+// alive reports whether pid runs (exists and is not a zombie: a killed
+// shim's parent is the machine's init, which reaps when it likes).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// shimPids lists containerd-shim processes serving the given socket.
+func shimPids(t testing.TB, sock string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, "-address "+sock+" ") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// netnsPath resolves a namespace name to its path under /run/netns.
+func netnsPath(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join("/run/netns", name)
+}
+
+// ensureNetNS makes sure the namespace exists, creating it with `ip netns
+// add` when allowed, and brings its loopback up. created reports whether
+// this call made it.
+func ensureNetNS(ctx context.Context, name string, create bool) (path string, created bool, err error) {
+	path = netnsPath(name)
+	if _, err := os.Stat(path); err == nil {
+		return path, false, setLoUp(ctx, path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("node: netns %s: %w", path, err)
+	}
+	if !create {
+		return "", false, fmt.Errorf("node: netns %s does not exist (set CreateNetNS)", path)
+	}
+	if filepath.Dir(path) != "/run/netns" {
+		return "", false, fmt.Errorf("node: can only create named namespaces under /run/netns, not %s", path)
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", filepath.Base(path)).CombinedOutput(); err != nil {
+		return "", false, fmt.Errorf("node: ip netns add %s: %w: %s", filepath.Base(path), err, strings.TrimSpace(string(out)))
+	}
+	if err := setLoUp(ctx, path); err != nil {
+		_ = deleteNetNS(context.WithoutCancel(ctx), path)
+		return "", false, err
+	}
+	return path, true, nil
+}
+
+func setLoUp(ctx context.Context, path string) error {
+	if out, err := exec.CommandContext(ctx, "ip", "-n", filepath.Base(path), "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		// ip -n only knows names under /run/netns; fall back to nsenter.
+		if out2, err2 := exec.CommandContext(ctx, "nsenter", "--net="+path, "ip", "link", "set", "lo", "up").CombinedOutput(); err2 != nil {
+			return fmt.Errorf("node: bring lo up in %s: %w: %s %s", path, err, strings.TrimSpace(string(out)), strings.TrimSpace(string(out2)))
+		}
+	}
+	return nil
+}
+
+func deleteNetNS(ctx context.Context, path string) error {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "delete", filepath.Base(path)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("node: ip netns delete %s: %w: %s", filepath.Base(path), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// inNetNS runs fn on an OS thread switched into the namespace nsFD and
+// switches it back afterwards. Sockets fn creates stay in that namespace for
+// their whole life, whichever goroutine uses them later. When the thread
+// cannot be switched back it is left locked, so the Go runtime discards it
+// instead of reusing a thread in the wrong namespace.
+func inNetNS(nsFD int, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("node: open own netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
+		if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("node: setns: %w", err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("node: setns back: %w", err))
+			return // thread stays locked and dies with this goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// dialer dials without Happy Eyeballs, so that every socket is made on the
+// calling (namespace-switched) thread rather than in helper goroutines.
+var dialer = net.Dialer{FallbackDelay: -1}
+
+func dialIn(ctx context.Context, nsFD int, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetNS(nsFD, func() error {
+		var err error
+		conn, err = dialer.DialContext(ctx, network, addr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+func listenIn(ctx context.Context, nsFD int, network, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := inNetNS(nsFD, func() error {
+		var err error
+		ln, err = (&net.ListenConfig{}).Listen(ctx, network, addr)
+		return err
+	})
+	return ln, err
+}
+
+// startIn starts cmd with its network namespace set to nsFD: the fork
+// happens on a thread already switched into the namespace, so the child (and
+// everything it starts: shims, runc, CNI plugins) is born there, while its
+// mount namespace stays the host's.
+func startIn(nsFD int, cmd *exec.Cmd) error {
+	return inNetNS(nsFD, cmd.Start)
+}

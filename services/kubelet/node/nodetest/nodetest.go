@@ -1,0 +1,106 @@
+// Package nodetest starts a real node runtime (a private containerd with
+// CRI, runc and CNI in a network namespace of the test's own) for a test.
+package nodetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-dev/cairn/ops/images"
+	"github.com/cairn-dev/cairn/services/kubelet/node"
+)
+
+var (
+	imagesOnce sync.Once
+	builtImgs  []images.Image
+	imagesErr  error
+)
+
+// Images builds the ops/images set once per test binary into the user
+// cache directory (rebuilds are no-ops: the archives are deterministic).
+func Images(t testing.TB) []images.Image {
+	t.Helper()
+	imagesOnce.Do(func() {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		builtImgs, imagesErr = images.Build(ctx, filepath.Join(dir, "cairn", "images"))
+	})
+	if imagesErr != nil {
+		t.Fatalf("nodetest: build images: %v", imagesErr)
+	}
+	return builtImgs
+}
+
+// Option changes the Config nodetest.Start uses.
+type Option func(*node.Config)
+
+// WithPodCIDR sets the node's pod CIDR (default 10.88.0.0/24).
+func WithPodCIDR(cidr string) Option { return func(c *node.Config) { c.PodCIDR = cidr } }
+
+// Start runs a node for t: containerd with its own config under
+// t.TempDir(), inside a new network namespace "cairn-t-<random>", with the
+// busybox and pause images imported. t.Cleanup stops it, which removes every
+// pod, the daemon, its mounts and the namespace. It skips t when not root
+// and fails it when containerd, runc, the CNI plugins or busybox are
+// missing (ops/node-deps.sh installs them).
+func Start(t testing.TB, opts ...Option) *node.Runtime {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("nodetest: needs root (network namespaces, mounts, cgroups)")
+	}
+	for _, bin := range []string{"containerd", "runc", "containerd-shim-runc-v2", "ip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("nodetest: %s not found: run ops/node-deps.sh", bin)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Fatalf("nodetest: CNI plugins missing in /usr/lib/cni: run ops/node-deps.sh")
+	}
+	imgs := Images(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := node.Config{
+		Dir:            t.TempDir(),
+		NetNS:          "cairn-t-" + hex.EncodeToString(b[:]),
+		CreateNetNS:    true,
+		Images:         imgs,
+		KillWithParent: true,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		t.Fatalf("nodetest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := rt.Stop(ctx); err != nil {
+			t.Errorf("nodetest: stop node: %v", err)
+		}
+	})
+	return rt
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", p)
+	return len(p), nil
+}
