@@ -4,6 +4,9 @@
 # portmap in /usr/lib/cni), busybox-static (for the offline images) and
 # iproute2 (ip netns). Idempotent: a second run installs nothing and prints
 # nothing. Exits non-zero with a one-line message when it cannot succeed.
+#
+# More package:file pairs may be given as arguments, e.g.
+# `node-deps.sh chromium:/usr/bin/chromium` (the browser test's).
 set -u
 
 fail() {
@@ -16,7 +19,8 @@ wanted="containerd:/usr/bin/containerd
 runc:/usr/sbin/runc
 containernetworking-plugins:/usr/lib/cni/bridge
 busybox-static:/bin/busybox
-iproute2:/sbin/ip"
+iproute2:/sbin/ip
+$*"
 
 missing=""
 for pair in $wanted; do

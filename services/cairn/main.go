@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	historycli "github.com/cairn-dev/cairn/projections/history/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +24,11 @@ func commands() []command {
 		{"apiserver", "run the apiserver (with the log publisher) on an external etcd and NATS", runAPIServer},
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
+		{"timeline", "the life of an object and its causal chain, from the log", history(historycli.Timeline)},
+		{"audit", "who changed what, and when", history(historycli.Audit)},
+		{"get", "objects as they were at a revision or time (--at)", history(historycli.Get)},
+		{"diff", "an object's changes between two points of the log", history(historycli.Diff)},
+		{"replay", "rebuild a data directory (etcd and the log) from the log alone", history(historycli.Replay)},
 		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
 		{"version", "print the version", runVersion},
 	}
@@ -75,7 +81,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-18s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'cairn <command> -h' for the flags of a command.")

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	history "github.com/cairn-dev/cairn/projections/history/service"
 	"github.com/cairn-dev/cairn/projections/logwatch"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/schemas/discovery"
@@ -53,6 +54,12 @@ type Config struct {
 	ElectionTTL time.Duration
 	// CompactInterval for etcd compaction behind the log; 0 means 5m.
 	CompactInterval time.Duration
+	// HistoryPath, if set, runs the history projection (timelines, audit,
+	// time travel; package projections/history) with its store in this
+	// file and serves it on the apiserver under /history/.
+	HistoryPath string
+	// RebuildHistory rebuilds the history store from the whole log.
+	RebuildHistory bool
 	// OnReady is called as each component becomes ready.
 	OnReady func(component, detail string)
 	Log     *slog.Logger
@@ -69,6 +76,8 @@ type ControlPlane struct {
 	Server    *apiserver.Server
 	Registry  *schemas.Registry
 	Metrics   *prometheus.Registry
+	// History is the history projection, nil unless Config.HistoryPath.
+	History *history.Service
 	// Addr is the apiserver's listen address.
 	Addr string
 
@@ -121,6 +130,16 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: openapi: %w", err)
 	}
+	extra := map[string]http.Handler{"/openapi/": oapi}
+	if cfg.HistoryPath != "" {
+		cp.History, err = history.New(history.Config{Path: cfg.HistoryPath, JS: cp.JS, Rebuild: cfg.RebuildHistory,
+			Registerer: cp.Metrics, Log: cfg.Log})
+		if err != nil {
+			return nil, fmt.Errorf("controlplane: history: %w", err)
+		}
+		cp.goRun("history", func() error { return cp.History.Run(runCtx) })
+		extra[history.Prefix] = cp.History.Handler()
+	}
 	srv, err := apiserver.New(apiserver.Config{
 		TLS:           cfg.TLS,
 		Store:         cp.Store,
@@ -129,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Authenticator: cfg.Authenticator,
 		Admission:     cfg.Admission,
 		Discovery:     discovery.Handler(cp.Registry.All()),
-		Extra:         map[string]http.Handler{"/openapi/": oapi},
+		Extra:         extra,
 		Metrics:       cp.Metrics,
 		Ready:         cp.ready,
 		Version:       Version(),

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	history "github.com/cairn-dev/cairn/projections/history/service"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
@@ -141,12 +142,14 @@ func (s *controlPlaneService) Describe() string {
 
 func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 	cp, err := controlplane.Start(ctx, controlplane.Config{
-		DataDir:       s.paths.Root,
-		EtcdEndpoints: s.cfg.EtcdEndpoints,
-		NATSURL:       s.cfg.NATSURL,
-		Listen:        s.cfg.Listen,
-		TLS:           s.pki.ServerTLSConfig(),
-		Authenticator: apiserver.X509Authenticator{},
+		DataDir:        s.paths.Root,
+		HistoryPath:    s.paths.History,
+		RebuildHistory: s.cfg.RebuildHistory,
+		EtcdEndpoints:  s.cfg.EtcdEndpoints,
+		NATSURL:        s.cfg.NATSURL,
+		Listen:         s.cfg.Listen,
+		TLS:            s.pki.ServerTLSConfig(),
+		Authenticator:  apiserver.X509Authenticator{},
 		OnReady: func(component, detail string) {
 			fmt.Fprintf(s.out, "%s ready (%s)\n", component, detail)
 		},
@@ -157,6 +160,8 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 	}
 	s.cp = cp
 	defer cp.Close()
+	fmt.Fprintf(s.out, "history ready (https://%s%s: timelines, audit and the page; in a browser: kubectl proxy, then http://127.0.0.1:8001%s)\n",
+		cp.Addr, history.Prefix, history.Prefix)
 	epPath := filepath.Join(s.paths.Root, EndpointsFile)
 	if err := WriteEndpoints(epPath, Endpoints{Etcd: cp.EtcdEndpoints(), NATS: cp.NATSURL(), APIServer: "https://" + cp.Addr}); err != nil {
 		return err

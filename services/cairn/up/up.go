@@ -34,6 +34,9 @@ type Config struct {
 	// Hosts are extra names and addresses for the apiserver's serving
 	// certificate.
 	Hosts []string
+	// RebuildHistory rebuilds the history store (DataDir/history.db) from
+	// the whole log at start.
+	RebuildHistory bool
 }
 
 // Paths is the layout of a data directory. All fields are absolute.
@@ -44,6 +47,7 @@ type Paths struct {
 	Kubeconfig string // the admin kubeconfig
 	Etcd       string // the embedded etcd's data
 	NATS       string // the embedded NATS server's JetStream store
+	History    string // the history projection's store (bbolt)
 }
 
 // PathsOf returns the layout of the data directory dir.
@@ -59,6 +63,7 @@ func PathsOf(dir string) (Paths, error) {
 		Kubeconfig: filepath.Join(root, "kubeconfig"),
 		Etcd:       filepath.Join(root, "etcd"),
 		NATS:       filepath.Join(root, "nats"),
+		History:    filepath.Join(root, "history.db"),
 	}, nil
 }
 

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cairn-dev/cairn/projections/history/store"
+	"github.com/cairn-dev/cairn/projections/history/web"
+)
+
+// ErrUsage means the flags were wrong; the flag package has already
+// printed the usage to stderr. Map it to exit code 2.
+var ErrUsage = errors.New("usage")
+
+// Prefix is where the lead mounts web.Handler on the apiserver.
+const Prefix = "/history/"
+
+// conn are the flags that locate the history: a running cluster's API
+// (through its kubeconfig) or a store file opened directly.
+type conn struct {
+	dataDir    string
+	kubeconfig string
+	db         string
+	natsURL    string
+}
+
+func (c *conn) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up` (its kubeconfig locates the apiserver)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the apiserver serving "+Prefix+" (default <data-dir>/kubeconfig)")
+	fs.StringVar(&c.db, "db", "", "query this history store file directly instead of the apiserver")
+	fs.StringVar(&c.natsURL, "nats-url", "", "with --db: bring the store up to date from this NATS first")
+}
+
+// client answers API requests, remotely or from a local store.
+type client struct {
+	get   func(ctx context.Context, path string, q url.Values) (*http.Response, error)
+	close func()
+}
+
+func (c *conn) open(ctx context.Context) (*client, error) {
+	if c.db != "" {
+		return c.openLocal(ctx)
+	}
+	kc := c.kubeconfig
+	if kc == "" {
+		kc = filepath.Join(c.dataDir, "kubeconfig")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kc, err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kc, err)
+	}
+	base := strings.TrimSuffix(cfg.Host, "/") + Prefix
+	return &client{
+		get: func(ctx context.Context, path string, q url.Values) (*http.Response, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path+"?"+q.Encode(), nil)
+			if err != nil {
+				return nil, err
+			}
+			return hc.Do(req)
+		},
+		close: func() {},
+	}, nil
+}
+
+func (c *conn) openLocal(ctx context.Context) (*client, error) {
+	st, err := store.Open(c.db, store.Options{ReadOnly: c.natsURL == ""})
+	if err != nil {
+		return nil, err
+	}
+	if c.natsURL != "" {
+		nc, err := nats.Connect(c.natsURL)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("nats %s: %w", c.natsURL, err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err == nil {
+			err = store.NewIngester(st, js, store.IngestConfig{}).CatchUp(ctx)
+		}
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	h := web.Handler(st, Prefix)
+	return &client{
+		get: func(ctx context.Context, path string, q url.Values) (*http.Response, error) {
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, Prefix+path+"?"+q.Encode(), nil)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Result(), nil
+		},
+		close: func() { st.Close() },
+	}, nil
+}
+
+// call GETs api/<path> and decodes the JSON answer into out.
+func (c *client) call(ctx context.Context, path string, q url.Values, out any) error {
+	resp, err := c.get(ctx, "api/"+path, q)
+	if err != nil {
+		return fmt.Errorf("history api: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("history api: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("history api: %s", resp.Status)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("history api: %w", err)
+	}
+	return nil
+}
+
+// parse parses flags with at most the given number of positional
+// arguments, which may come before or after the flags.
+func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, flag.ErrHelp
+			}
+			return nil, ErrUsage
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	if len(pos) > maxPos {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(pos[maxPos:], " "))
+		fs.Usage()
+		return nil, ErrUsage
+	}
+	return pos, nil
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("cairn "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// splitRef splits "kind/name".
+func splitRef(s string) (kind, name string, err error) {
+	kind, name, ok := strings.Cut(s, "/")
+	if !ok || kind == "" || name == "" {
+		return "", "", fmt.Errorf("want <kind>/<name>, got %q", s)
+	}
+	return kind, name, nil
+}
