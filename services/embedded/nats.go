@@ -35,6 +35,10 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: MaxPayload,
+		// Every kubelet reads its own pods through its own filtered
+		// consumer: nats-server's default of 1,000 consumers per stream
+		// would cap a cluster at 1,000 nodes.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 		// The binary owns signals.
 		NoSigs: true,
 		NoLog:  true,

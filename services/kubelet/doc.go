@@ -1,0 +1,71 @@
+// Package kubelet is cairn's node agent. It registers its Node, keeps a
+// heartbeat Lease, reads its own node's pods from the log, and runs them
+// through a container runtime (container.Runtime: CRI on containerd, or
+// the hollow runtime for scale tests), reporting their status through
+// pods/status as the Kubernetes kubelet does.
+//
+// # Reading only its own pods
+//
+// The pod cache (consumer.Cache with CacheConfig.Node) lists
+// fieldSelector=spec.nodeName=<node> once, then tails the log with the
+// subject filter cairn.ev.core.pods.<node>.*.* applied by the NATS server:
+// the kubelet receives the events of its own pods and nothing else, so its
+// traffic grows with its pods, not with the cluster
+// (TestTrafficIsOwnPodsOnly).
+//
+// # Node, lease, node status
+//
+// Run registers the Node (or takes over an existing one of that name):
+// capacity and allocatable from the machine or Config, InternalIP and
+// Hostname addresses, the kubelet's HTTPS port in
+// status.daemonEndpoints.kubeletEndpoint, the Ready, MemoryPressure,
+// DiskPressure and PIDPressure conditions and node info. It renews the
+// Lease kube-node-lease/<node> every 10 s, and writes the Node status
+// when it changes (and every 5 minutes regardless, as the kubelet's
+// nodeStatusReportFrequency). A new spec.podCIDR is handed to the runtime.
+//
+// # Pod workers
+//
+// Every pod UID has one worker goroutine; its syncs never overlap. A sync
+// is level-triggered, like the kubelet's syncPod: it compares the pod in
+// the cache with what the runtime holds for that UID (sandboxes and
+// containers are labelled with the pod UID, container name and attempt)
+// and takes the next step: volumes, a sandbox, the init containers in
+// order, then the app containers; restarts by restartPolicy with
+// exponential back-off (the first restart at once, then 10 s doubling to 5
+// minutes; CrashLoopBackOff meanwhile); liveness and startup failures kill
+// the container. Then it computes the status (phase, conditions,
+// container statuses as Kubernetes shows them) and writes it only if it
+// changed. Workers are kicked by pod events, by the relist (a poll of the
+// runtime every second, the kubelet's PLEG: a container that exits), by
+// probe results, and run at least every ResyncPeriod.
+//
+// Deleting a pod (deletionTimestamp set) stops its containers with the
+// grace period (SIGTERM, then SIGKILL), writes the final status, removes
+// the containers, the sandbox and the pod's directories, and then deletes
+// the pod with gracePeriodSeconds=0 and its UID as precondition. A pod the
+// API no longer has (force-deleted) is killed and removed.
+//
+// # Restart safety
+//
+// All state lives in the runtime. A restarted kubelet lists the runtime,
+// starts a worker for every pod UID it finds, and adopts running
+// containers as they are: a worker only creates a container when the
+// runtime has none running for that name in the current sandbox, so
+// nothing is started twice. Pods the API no longer has are removed.
+//
+// # Causation
+//
+// Every write of a worker (status, the final delete) is made with
+// consumer.WithCause of the last pod event that was not the echo of its own
+// status write: the binding (or creation) for a starting pod, the delete
+// for a terminating one.
+//
+// # Hollow nodes
+//
+// RunHollow runs many kubelets with the hollow runtime in one process,
+// sharing one client and the caller's NATS connection; each has its own
+// pod cache, filtered on the server. Their Nodes carry the label
+// cairn.dev/hollow=true and say so in their Ready condition and node
+// info; they run no containers and never probe.
+package kubelet

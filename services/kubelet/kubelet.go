@@ -1,0 +1,263 @@
+package kubelet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/kubelet/container"
+)
+
+// ErrConfig is returned by New for an incomplete Config.
+var ErrConfig = errors.New("kubelet: bad config")
+
+// HollowLabel marks the Node of a hollow kubelet (Info.Simulated runtime).
+const HollowLabel = "cairn.dev/hollow"
+
+// LeaseNamespace holds the nodes' heartbeat Leases.
+const LeaseNamespace = "kube-node-lease"
+
+// Version is the kubelet version reported in node info.
+const Version = "v1.37.2-cairn"
+
+// Config configures a kubelet.
+type Config struct {
+	// RestConfig reaches the apiserver as this node (user
+	// system:node:<name>, group system:nodes) or as an admin.
+	RestConfig *rest.Config
+	// Client, if set, is used instead of one built from RestConfig; hollow
+	// nodes share one. It must be built from consumer.WrapConfig so writes
+	// carry their causation.
+	Client kubernetes.Interface
+	// JS reads the log.
+	JS       jetstream.JetStream
+	NodeName string
+	Runtime  container.Runtime
+
+	// NodeIP is the node's InternalIP and the pods' hostIP; empty picks the
+	// first non-loopback IPv4 address of the machine.
+	NodeIP string
+	// Hostname is reported as the Hostname address; empty is NodeName.
+	Hostname string
+	// Capacity overrides machine values (cpu, memory, pods,
+	// ephemeral-storage); Allocatable overrides the allocatable values,
+	// which otherwise equal the capacity.
+	Capacity, Allocatable corev1.ResourceList
+	// Labels are added to the node's labels.
+	Labels map[string]string
+	// Taints are set on the node when it registers.
+	Taints []corev1.Taint
+
+	// RootDir holds per-pod directories (volumes) and container logs
+	// (RootDir/logs/pods). Required unless the runtime is simulated.
+	RootDir string
+	// Dial reaches pod IPs (httpGet and tcpSocket probes). Nil is a plain
+	// net.Dialer: fine when pods are reachable from this network namespace.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// ServerAddr is where the kubelet's HTTPS server (logs, exec) listens,
+	// e.g. "127.0.0.1:10250"; empty runs no server. ServerListener, if set,
+	// is used instead.
+	ServerAddr     string
+	ServerListener net.Listener
+	// ServerTLS, if set, replaces the self-signed serving certificate
+	// (and may require client certificates).
+	ServerTLS *tls.Config
+	// StreamDial reaches the runtime's streaming server (exec); nil is Dial.
+	StreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Timings; zero values take the defaults in parentheses.
+	LeaseDuration      time.Duration // 40s
+	LeaseRenewInterval time.Duration // 10s
+	NodeStatusInterval time.Duration // 10s: check for node status changes
+	NodeStatusReport   time.Duration // 5m: report even when unchanged
+	RelistPeriod       time.Duration // 1s: poll the runtime for changes
+	ResyncPeriod       time.Duration // 30s: sync a pod with nothing new
+	BackOffInitial     time.Duration // 10s
+	BackOffMax         time.Duration // 5m
+
+	Log *slog.Logger
+	// Clock is the time source; nil is time.Now.
+	Clock func() time.Time
+}
+
+func (c *Config) defaults() error {
+	if c.RestConfig == nil || c.JS == nil || c.NodeName == "" || c.Runtime == nil {
+		return fmt.Errorf("kubelet: RestConfig, JS, NodeName and Runtime are required: %w", ErrConfig)
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.LeaseDuration, 40*time.Second)
+	def(&c.LeaseRenewInterval, 10*time.Second)
+	def(&c.NodeStatusInterval, 10*time.Second)
+	def(&c.NodeStatusReport, 5*time.Minute)
+	def(&c.RelistPeriod, time.Second)
+	def(&c.ResyncPeriod, 30*time.Second)
+	def(&c.BackOffInitial, 10*time.Second)
+	def(&c.BackOffMax, 5*time.Minute)
+	if c.Hostname == "" {
+		c.Hostname = c.NodeName
+	}
+	if c.Dial == nil {
+		var d net.Dialer
+		c.Dial = d.DialContext
+	}
+	if c.StreamDial == nil {
+		c.StreamDial = c.Dial
+	}
+	return nil
+}
+
+// Kubelet is one node's agent. Build it with New and start it with Run.
+type Kubelet struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	client kubernetes.Interface
+	rt     container.Runtime
+	pods   *consumer.Cache[*corev1.Pod]
+
+	workers  *workers
+	probes   *prober
+	crashes  *backoff // per container: restart back-off
+	pulls    *backoff // per image: pull back-off
+	nodeIP   string
+	listener net.Listener
+	port     int32
+
+	// Set by Run before anything else starts.
+	info container.Info
+}
+
+// New builds a kubelet. It does not contact anything; Run does.
+func New(cfg Config) (*Kubelet, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log.With("node", cfg.NodeName)
+	client := cfg.Client
+	if client == nil {
+		cs, err := kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+		if err != nil {
+			return nil, fmt.Errorf("kubelet: new client: %w", err)
+		}
+		client = cs
+	}
+	pods, err := consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
+		Resource: corev1.SchemeGroupVersion.WithResource("pods"),
+		Node:     cfg.NodeName, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: new: %w", err)
+	}
+	k := &Kubelet{
+		cfg: cfg, log: log, now: cfg.Clock, client: client, rt: cfg.Runtime, pods: pods,
+		crashes: newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
+		pulls:   newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
+		nodeIP:  cfg.NodeIP,
+	}
+	k.workers = newWorkers(k)
+	k.probes = newProber(k)
+	pods.AddHandler(consumer.Handler[*corev1.Pod]{
+		OnAdd:    func(p *corev1.Pod, ev *events.Event) { k.workers.update(p, nil, ev) },
+		OnUpdate: func(old, p *corev1.Pod, ev *events.Event) { k.workers.update(p, old, ev) },
+		OnDelete: func(p *corev1.Pod, ev *events.Event) { k.workers.update(p, nil, ev) },
+	})
+	if k.nodeIP == "" {
+		k.nodeIP = machineIP()
+	}
+	return k, nil
+}
+
+// Run registers the node and runs the kubelet until ctx ends: the pod cache
+// (this node's pods only), the pod workers, the lease and node status loops,
+// the runtime relist and, if configured, the HTTPS server. It returns nil
+// when ctx ends, after every goroutine it started has returned.
+func (k *Kubelet) Run(ctx context.Context) error {
+	info, err := k.rt.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("kubelet: runtime info: %w", err)
+	}
+	k.info = info
+	if !info.Simulated && k.cfg.RootDir == "" {
+		return fmt.Errorf("kubelet: RootDir is required with runtime %s: %w", info.Name, ErrConfig)
+	}
+	if err := k.listen(); err != nil {
+		return err
+	}
+	if err := k.register(ctx); err != nil {
+		k.closeListener()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	runners := []consumer.Runner{
+		k.pods,
+		runner(k.leaseLoop),
+		runner(k.nodeStatusLoop),
+		runner(k.relistLoop),
+		runner(k.workers.run),
+		runner(k.probes.run),
+	}
+	if k.listener != nil {
+		runners = append(runners, runner(k.serve))
+	}
+	if err := consumer.RunAll(ctx, runners...); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	return nil
+}
+
+// Run builds a kubelet from cfg and runs it until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	k, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return k.Run(ctx)
+}
+
+// Pods is the kubelet's cache of its node's pods (for tests and the server).
+func (k *Kubelet) Pods() *consumer.Cache[*corev1.Pod] { return k.pods }
+
+// Port is the HTTPS server's port, 0 when there is none. Valid after Run
+// started (or New when ServerListener was given).
+func (k *Kubelet) Port() int32 { return k.port }
+
+type runner func(ctx context.Context) error
+
+func (r runner) Run(ctx context.Context) error { return r(ctx) }
+
+// machineIP is the first non-loopback IPv4 address, or 127.0.0.1.
+func machineIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}

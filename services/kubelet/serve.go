@@ -1,0 +1,68 @@
+package kubelet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// listen opens the HTTPS server's listener (if configured) so that its port
+// can go in the node status before the node registers.
+func (k *Kubelet) listen() error {
+	ln := k.cfg.ServerListener
+	if ln == nil && k.cfg.ServerAddr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", k.cfg.ServerAddr); err != nil {
+			return fmt.Errorf("kubelet: listen: %w", err)
+		}
+	}
+	if ln == nil {
+		return nil
+	}
+	k.listener = ln
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		k.port = int32(a.Port)
+	}
+	return nil
+}
+
+func (k *Kubelet) closeListener() {
+	if k.listener != nil {
+		k.listener.Close()
+	}
+}
+
+// serve runs the HTTPS server until ctx ends.
+func (k *Kubelet) serve(ctx context.Context) error {
+	tlsCfg := k.cfg.ServerTLS
+	if tlsCfg == nil {
+		cert, err := selfSigned(k.cfg.NodeName, k.nodeIP, k.now())
+		if err != nil {
+			k.closeListener()
+			return fmt.Errorf("kubelet: serving certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv := &http.Server{Handler: k.handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(k.listener, "", "") }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("kubelet: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("kubelet: serve: %w", err)
+	}
+	return nil
+}

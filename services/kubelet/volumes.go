@@ -1,0 +1,312 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cairn-dev/cairn/services/kubelet/container"
+)
+
+// podDir is the pod's directory: RootDir/pods/<uid>.
+func (k *Kubelet) podDir(uid string) string {
+	return filepath.Join(k.cfg.RootDir, "pods", uid)
+}
+
+// volumeDir is where a volume of the pod lives on the host (except
+// hostPath, which is the host path itself).
+func (k *Kubelet) volumeDir(uid string, v *corev1.Volume) string {
+	if v.HostPath != nil {
+		return v.HostPath.Path
+	}
+	kind := "other"
+	switch {
+	case v.EmptyDir != nil:
+		kind = "kubernetes.io~empty-dir"
+	case v.ConfigMap != nil:
+		kind = "kubernetes.io~configmap"
+	case v.Secret != nil:
+		kind = "kubernetes.io~secret"
+	case v.DownwardAPI != nil:
+		kind = "kubernetes.io~downward-api"
+	case v.Projected != nil:
+		kind = "kubernetes.io~projected"
+	}
+	return filepath.Join(k.podDir(uid), "volumes", kind, v.Name)
+}
+
+// setupVolumes prepares every volume before the sandbox starts:
+// emptyDir directories, hostPath checks (creating DirectoryOrCreate and
+// FileOrCreate), and the files of configMap, secret, downwardAPI and
+// projected volumes, read through the apiserver and written to the pod's
+// directory. emptyDir with medium Memory is a plain directory here.
+func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		dir := k.volumeDir(string(pod.UID), v)
+		var err error
+		switch {
+		case v.HostPath != nil:
+			err = setupHostPath(v.HostPath)
+		case v.EmptyDir != nil:
+			err = os.MkdirAll(dir, 0o777)
+			if err == nil {
+				err = os.Chmod(dir, 0o777)
+			}
+		default:
+			var files map[string]volumeFile
+			files, err = k.volumeFiles(ctx, pod, v)
+			if err == nil {
+				err = writeVolume(dir, files)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+func setupHostPath(h *corev1.HostPathVolumeSource) error {
+	t := corev1.HostPathUnset
+	if h.Type != nil {
+		t = *h.Type
+	}
+	fi, err := os.Stat(h.Path)
+	switch t {
+	case corev1.HostPathDirectoryOrCreate:
+		if os.IsNotExist(err) {
+			return os.MkdirAll(h.Path, 0o755)
+		}
+	case corev1.HostPathFileOrCreate:
+		if os.IsNotExist(err) {
+			if err := os.MkdirAll(filepath.Dir(h.Path), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(h.Path, nil, 0o644)
+		}
+	case corev1.HostPathDirectory:
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", h.Path)
+		}
+	case corev1.HostPathFile:
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", h.Path)
+		}
+	}
+	return nil
+}
+
+type volumeFile struct {
+	data []byte
+	mode os.FileMode
+}
+
+// volumeFiles are the files of a configMap, secret, downwardAPI or
+// projected volume.
+func (k *Kubelet) volumeFiles(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]volumeFile, error) {
+	files := map[string]volumeFile{}
+	switch {
+	case v.ConfigMap != nil:
+		return files, k.configMapFiles(ctx, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode, v.ConfigMap.Optional, files)
+	case v.Secret != nil:
+		return files, k.secretFiles(ctx, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional, files)
+	case v.DownwardAPI != nil:
+		return files, k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode, files)
+	case v.Projected != nil:
+		for _, src := range v.Projected.Sources {
+			var err error
+			switch {
+			case src.ConfigMap != nil:
+				err = k.configMapFiles(ctx, pod.Namespace, src.ConfigMap.Name, src.ConfigMap.Items, v.Projected.DefaultMode, src.ConfigMap.Optional, files)
+			case src.Secret != nil:
+				err = k.secretFiles(ctx, pod.Namespace, src.Secret.Name, src.Secret.Items, v.Projected.DefaultMode, src.Secret.Optional, files)
+			case src.DownwardAPI != nil:
+				err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode, files)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return files, nil
+	}
+	return nil, fmt.Errorf("unsupported volume type")
+}
+
+func fileMode(item, def *int32) os.FileMode {
+	switch {
+	case item != nil:
+		return os.FileMode(*item)
+	case def != nil:
+		return os.FileMode(*def)
+	}
+	return 0o644
+}
+
+// keyFiles maps data to files: every key, or only the listed items.
+func keyFiles(data map[string][]byte, items []corev1.KeyToPath, def *int32, what string, files map[string]volumeFile) error {
+	if len(items) == 0 {
+		for key, v := range data {
+			files[key] = volumeFile{data: v, mode: fileMode(nil, def)}
+		}
+		return nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("configuration error: key %q not found in %s", it.Key, what)
+		}
+		files[it.Path] = volumeFile{data: v, mode: fileMode(it.Mode, def)}
+	}
+	return nil
+}
+
+func (k *Kubelet) configMapFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, def *int32, opt *bool, files map[string]volumeFile) error {
+	cm, err := k.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if optional(opt) {
+			return nil
+		}
+		return fmt.Errorf("configmap %q: %w", name, err)
+	}
+	data := map[string][]byte{}
+	for key, v := range cm.Data {
+		data[key] = []byte(v)
+	}
+	for key, v := range cm.BinaryData {
+		data[key] = v
+	}
+	return keyFiles(data, items, def, "ConfigMap "+ns+"/"+name, files)
+}
+
+func (k *Kubelet) secretFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, def *int32, opt *bool, files map[string]volumeFile) error {
+	s, err := k.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if optional(opt) {
+			return nil
+		}
+		return fmt.Errorf("secret %q: %w", name, err)
+	}
+	return keyFiles(s.Data, items, def, "Secret "+ns+"/"+name, files)
+}
+
+func (k *Kubelet) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, def *int32, files map[string]volumeFile) error {
+	for _, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = k.fieldValue(pod, it.FieldRef.FieldPath, nil)
+		case it.ResourceFieldRef != nil:
+			c := containerNamed(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return fmt.Errorf("downwardAPI: no container %q", it.ResourceFieldRef.ContainerName)
+			}
+			v, err = resourceValue(c, it.ResourceFieldRef)
+		}
+		if err != nil {
+			return err
+		}
+		files[it.Path] = volumeFile{data: []byte(v), mode: fileMode(it.Mode, def)}
+	}
+	return nil
+}
+
+func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// writeVolume (re)writes a volume's files; files that no longer belong are
+// removed. Paths may not leave the volume.
+func writeVolume(dir string, files map[string]volumeFile) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for p, f := range files {
+		clean := filepath.Clean(p)
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("invalid volume path %q", p)
+		}
+		full := filepath.Join(dir, clean)
+		keep[full] = true
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		tmp := full + ".tmp"
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, full); err != nil {
+			return err
+		}
+	}
+	return filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && !keep[p] {
+			return os.Remove(p)
+		}
+		return nil
+	})
+}
+
+// mounts are a container's volumeMounts as bind mounts, with subPath.
+func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container) ([]container.Mount, error) {
+	byName := map[string]*corev1.Volume{}
+	for i := range pod.Spec.Volumes {
+		byName[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []container.Mount
+	for _, m := range c.VolumeMounts {
+		v, ok := byName[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %q: no volume with that name", m.Name)
+		}
+		host := k.volumeDir(string(pod.UID), v)
+		if m.SubPath != "" {
+			sub := filepath.Clean(m.SubPath)
+			if filepath.IsAbs(sub) || strings.HasPrefix(sub, "..") {
+				return nil, fmt.Errorf("volumeMount %q: invalid subPath %q", m.Name, m.SubPath)
+			}
+			host = filepath.Join(host, sub)
+			if _, err := os.Stat(host); os.IsNotExist(err) {
+				if err := os.MkdirAll(host, 0o755); err != nil {
+					return nil, fmt.Errorf("volumeMount %q: subPath: %w", m.Name, err)
+				}
+			}
+		}
+		out = append(out, container.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].ContainerPath) < len(out[j].ContainerPath) })
+	return out, nil
+}
+
+// removePodDirs removes the pod's volumes (not hostPaths) and logs.
+func (k *Kubelet) removePodDirs(uid, namespace, name string) {
+	if k.info.Simulated || k.cfg.RootDir == "" || uid == "" {
+		return
+	}
+	if err := os.RemoveAll(k.podDir(uid)); err != nil {
+		k.log.Warn("remove pod dir", "uid", uid, "err", err)
+	}
+	if namespace != "" && name != "" {
+		if err := os.RemoveAll(k.logDir(namespace, name, uid)); err != nil {
+			k.log.Warn("remove pod logs", "uid", uid, "err", err)
+		}
+	}
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
