@@ -21,6 +21,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "address the apiserver listens on")
 	fs.Var(&hosts, "tls-san", "comma-separated extra names or addresses for the apiserver certificate")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&cfg.Node, "node", true, "run a real node in this process (containerd, CNI, kubelet; needs root)")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
 	if help, err := parse(fs, args); help || err != nil {
 		return err

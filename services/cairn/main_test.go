@@ -83,7 +83,7 @@ func TestUpStopsOnSignal(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "up", "--data-dir", dir, "--listen", "127.0.0.1:16443")
+			cmd := exec.CommandContext(ctx, os.Args[0], "up", "--data-dir", dir, "--listen", "127.0.0.1:16443", "--node=false")
 			cmd.Env = append(os.Environ(), "CAIRN_TEST_MAIN=1")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr

@@ -76,7 +76,7 @@ func startCluster(t, owner *testing.T, bin, kubectl, dataDir, addr, home string)
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}),
 		kubeconfig: filepath.Join(dataDir, "kubeconfig"),
 	}
-	c.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", addr)
+	c.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", addr, "--node=false")
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("start cairn up: %v", err)

@@ -30,7 +30,15 @@ func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, out io.Writ
 	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, out: out}
 	cm := &controllerManagerService{cp: cp}
 	sched := &schedulerService{cp: cp}
-	return []supervisor.Service{cp, cm, sched}
+	svcs := []supervisor.Service{cp, cm, sched}
+	if cfg.Node {
+		name := cfg.NodeName
+		if name == "" {
+			name = nodeName()
+		}
+		svcs = append(svcs, &nodeService{cp: cp, name: name})
+	}
+	return svcs
 }
 
 // SchedulerKubeconfig is the kubeconfig (user system:kube-scheduler) that

@@ -34,6 +34,11 @@ type Config struct {
 	// Hosts are extra names and addresses for the apiserver's serving
 	// certificate.
 	Hosts []string
+	// Node runs a real node in process (containerd through CRI, the CNI
+	// bridge in a network namespace of its own, the kubelet); needs root.
+	Node bool
+	// NodeName names it; empty is the host name.
+	NodeName string
 	// RebuildHistory rebuilds the history store (DataDir/history.db) from
 	// the whole log at start.
 	RebuildHistory bool
