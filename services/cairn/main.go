@@ -24,6 +24,7 @@ func commands() []command {
 		{"apiserver", "run the apiserver (with the log publisher) on an external etcd and NATS", runAPIServer},
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
+		{"kubelet", "run a node: real pods on containerd (--runtime cri) or many hollow nodes (--runtime hollow)", runKubelet},
 		{"timeline", "the life of an object and its causal chain, from the log", history(historycli.Timeline)},
 		{"audit", "who changed what, and when", history(historycli.Audit)},
 		{"get", "objects as they were at a revision or time (--at)", history(historycli.Get)},

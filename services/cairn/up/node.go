@@ -8,26 +8,19 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/kubelet"
-	"github.com/cairn-dev/cairn/services/kubelet/cri"
-	"github.com/cairn-dev/cairn/services/kubelet/node"
 )
 
 // KubeletKubeconfig is the kubeconfig (user system:node:<name>, group
-// system:nodes) that `cairn up` writes for its node.
+// system:nodes) that `cairn up` writes for its node; `cairn kubelet` uses
+// it by default.
 const KubeletKubeconfig = "kubelet.kubeconfig"
 
-// nodeService runs one real node in process: a private containerd in a
-// network namespace of its own (package kubelet/node) and the kubelet on
-// it through CRI.
+// nodeService runs one real node in process (kubelet.RunNode): a private
+// containerd in a network namespace of its own and the kubelet on it.
 type nodeService struct {
 	cp   *controlPlaneService
 	name string
@@ -54,47 +47,14 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(consumer.WrapConfig(rc))
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cidr, err := kubelet.AwaitPodCIDR(wctx, client, s.name)
-	cancel()
-	if err != nil {
-		return err
-	}
-	log := s.cp.log.With("service", "node", "node", s.name)
-	rt, err := node.Start(ctx, node.Config{Dir: filepath.Join(s.cp.paths.Root, "node"), NetNS: NetNSName(s.cp.paths.Root),
-		CreateNetNS: true, PodCIDR: cidr}, log)
-	if err != nil {
-		return fmt.Errorf("node runtime: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			log.Warn("stopping the node runtime", "err", err)
-		}
-	}()
-	crt, err := cri.New(cri.Config{Runtime: rt.RuntimeService(), Image: rt.ImageService(), CgroupParent: rt.CgroupParent(), Log: log})
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("kubelet listen: %w", err)
 	}
 	s.addr = "https://" + ln.Addr().String()
-	k, err := kubelet.New(kubelet.Config{RestConfig: rc, Client: client, JS: s.cp.cp.JS, NodeName: s.name, Runtime: crt,
-		NodeIP: "127.0.0.1", RootDir: filepath.Join(s.cp.paths.Root, "kubelet"), Dial: rt.DialContext,
-		ServerListener: ln, Log: log})
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	ready()
-	return k.Run(ctx)
+	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: s.cp.cp.JS, NodeName: s.name, Dir: s.cp.paths.Root,
+		NetNS: NetNSName(s.cp.paths.Root), Listener: ln, NodeIP: "127.0.0.1", Ready: ready,
+		Log: s.cp.log.With("service", "node", "node", s.name)})
 }
 
 // nodeName is the name of cairn up's node: the host name, as a kubelet

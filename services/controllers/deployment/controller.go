@@ -41,7 +41,7 @@ type Config struct {
 	// them. Nil: New makes its own and Run runs them.
 	Pods        *consumer.Cache[*corev1.Pod]
 	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
-	Log   *slog.Logger
+	Log         *slog.Logger
 	// Clock gives the time of conditions and progress deadlines; nil is
 	// time.Now.
 	Clock func() time.Time

@@ -1,0 +1,91 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/kubelet/cri"
+	"github.com/cairn-dev/cairn/services/kubelet/node"
+)
+
+// NodeConfig configures a real node: its container runtime (a private
+// containerd, package node) and the kubelet on it.
+type NodeConfig struct {
+	// RestConfig reaches the apiserver as the node.
+	RestConfig *rest.Config
+	JS         jetstream.JetStream
+	NodeName   string
+	// Dir holds the node's containerd state (Dir/node) and the kubelet's
+	// pod directories and logs (Dir/kubelet).
+	Dir string
+	// NetNS is the network namespace of the node's pods, created if
+	// missing and deleted at the end.
+	NetNS string
+	// Listener serves the kubelet's HTTPS API (logs, exec).
+	Listener net.Listener
+	// NodeIP is the address the apiserver reaches the kubelet at.
+	NodeIP string
+	// Ready is called once the node runs (optional).
+	Ready func()
+	Log   *slog.Logger
+}
+
+// RunNode runs a real node until ctx ends: it waits for the node's pod CIDR
+// from the control plane (AwaitPodCIDR), starts the container runtime in
+// NetNS with it, runs the kubelet on it through CRI, and at the end stops
+// the runtime (every pod's containers and sandbox, containerd, the
+// namespace).
+func RunNode(ctx context.Context, cfg NodeConfig) error {
+	if os.Geteuid() != 0 {
+		return errors.New("kubelet: a real node needs root (containerd, network namespaces, cgroups)")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	client, err := kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cidr, err := AwaitPodCIDR(wctx, client, cfg.NodeName)
+	cancel()
+	if err != nil {
+		return err
+	}
+	rt, err := node.Start(ctx, node.Config{Dir: filepath.Join(cfg.Dir, "node"), NetNS: cfg.NetNS, CreateNetNS: true, PodCIDR: cidr}, log)
+	if err != nil {
+		return fmt.Errorf("kubelet: node runtime: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := rt.Stop(sctx); err != nil {
+			log.Warn("stopping the node runtime", "err", err)
+		}
+	}()
+	crt, err := cri.New(cri.Config{Runtime: rt.RuntimeService(), Image: rt.ImageService(), CgroupParent: rt.CgroupParent(), Log: log})
+	if err != nil {
+		return err
+	}
+	k, err := New(Config{RestConfig: cfg.RestConfig, Client: client, JS: cfg.JS, NodeName: cfg.NodeName, Runtime: crt,
+		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, Log: log})
+	if err != nil {
+		return err
+	}
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	return k.Run(ctx)
+}
