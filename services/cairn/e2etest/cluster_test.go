@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/cairn/up"
 )
 
@@ -307,5 +306,3 @@ func processAlive(pid int) bool {
 	}
 	return true
 }
-
-var _ = cairntest.FreeAddr

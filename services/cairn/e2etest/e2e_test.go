@@ -1,0 +1,383 @@
+package e2etest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+)
+
+const (
+	// Label keys the kubelet puts on sandboxes and containers, as the real
+	// kubelet names them; the test reads them straight from containerd.
+	labelPodName      = "io.kubernetes.pod.name"
+	labelPodNamespace = "io.kubernetes.pod.namespace"
+	labelContainer    = "io.kubernetes.container.name"
+
+	webYAML = "../../../ops/examples/web.yaml"
+	podWait = 2 * time.Minute
+)
+
+// crashPod exits a second after it starts, for ever.
+const crashPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: crash
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: crash
+    image: cairn.local/busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "sleep 1; exit 1"]
+`
+
+// TestE2E is issue 5's end-to-end check through the README's command path:
+// `cairn up` with its real node, then kubectl only, with containerd's CRI
+// read directly to see what really runs.
+func TestE2E(t *testing.T) {
+	kubectl := requireNode(t)
+	bin := cairntest.Build(t)
+	dataDir := t.TempDir()
+	begin := time.Now()
+	c := startCluster(t, bin, kubectl, dataDir, cairntest.FreeAddr(t))
+	t.Logf("cairn up with its node Ready after %v", time.Since(begin).Round(time.Millisecond))
+	cri := c.criClient(t)
+	containerdPid := c.containerdPid(t)
+	netns := c.netnsPath()
+	if _, err := os.Stat(netns); err != nil {
+		t.Fatalf("node network namespace: %v", err)
+	}
+
+	// The crash loop first, so that its back-off runs while the rest is
+	// checked.
+	crashFile := filepath.Join(t.TempDir(), "crash.yaml")
+	if err := os.WriteFile(crashFile, []byte(crashPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "apply", "-f", crashFile)
+
+	// The README's first example, as written.
+	c.ok(t, "apply", "-f", webYAML)
+	// busybox httpd (PID 1) ignores SIGTERM, so web.yaml's pods take the
+	// default 30 s grace period to go; a short one keeps the test fast.
+	// This rolls the Deployment once.
+	c.ok(t, "patch", "deployment", "web", "--type=merge", "-p", `{"spec":{"template":{"spec":{"terminationGracePeriodSeconds":2}}}}`)
+
+	var web []corev1.Pod
+	t.Run("3 Ready with IPs, 3 containers in containerd", func(t *testing.T) {
+		web = c.waitWeb(t, 3)
+		checkCRIRunning(t, cri, web)
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("pod to pod by IP, logs", func(t *testing.T) {
+		from, to := web[0], web[1]
+		page := c.ok(t, "exec", from.Name, "--", "wget", "-q", "-O", "-", "http://"+to.Status.PodIP+":8080/")
+		if strings.TrimSpace(page) == "" {
+			t.Fatalf("%s fetched an empty page from %s (%s)", from.Name, to.Name, to.Status.PodIP)
+		}
+		want := c.ok(t, "exec", to.Name, "--", "cat", "/var/www/index.html")
+		if page != want {
+			t.Errorf("page fetched by IP = %q, want %s's /var/www/index.html %q", page, to.Name, want)
+		}
+		// httpd -v logs every request with the client's address: the
+		// fetch shows in the target's log, from the source pod's IP.
+		poll(t, 10*time.Second, "kubectl logs "+to.Name+" shows the request from "+from.Status.PodIP, func() error {
+			logs := c.ok(t, "logs", to.Name)
+			// "[::ffff:10.64.0.8]:35338: response:200" or "10.64.0.8:35338: ..."
+			ip := from.Status.PodIP
+			if !strings.Contains(logs, "["+ip+"]:") && !strings.Contains(logs, ":"+ip+"]:") && !strings.Contains(logs, "\n"+ip+":") && !strings.HasPrefix(logs, ip+":") {
+				return fmt.Errorf("logs:\n%s", tail(logs, 10))
+			}
+			return nil
+		})
+	})
+
+	t.Run("exec hostname", func(t *testing.T) {
+		for _, p := range web {
+			got := strings.TrimSpace(c.ok(t, "exec", p.Name, "--", "cat", "/etc/hostname"))
+			if got != p.Name {
+				t.Errorf("kubectl exec %s -- cat /etc/hostname = %q, want the pod name", p.Name, got)
+			}
+		}
+	})
+
+	t.Run("scale to 5 and back to 1", func(t *testing.T) {
+		c.ok(t, "scale", "deployment", "web", "--replicas=5")
+		five := c.waitWeb(t, 5)
+		checkCRIRunning(t, cri, five)
+		c.ok(t, "scale", "deployment", "web", "--replicas=1")
+		one := c.waitWeb(t, 1)
+		var gone []string
+		for _, p := range five {
+			if p.Name != one[0].Name {
+				gone = append(gone, p.Name)
+			}
+		}
+		if len(gone) != 4 {
+			t.Fatalf("the one pod left %s is not one of the five %v", one[0].Name, podNames(five))
+		}
+		poll(t, podWait, "containers of the 4 scaled-down pods gone from the CRI", func() error {
+			left := criContainers(t, cri, nil)
+			var still []string
+			for _, ct := range left {
+				if slices.Contains(gone, ct.Labels[labelPodName]) {
+					still = append(still, ct.Labels[labelPodName]+"/"+ct.Metadata.Name+" "+ct.State.String())
+				}
+			}
+			if len(still) > 0 {
+				return fmt.Errorf("still in containerd: %v", still)
+			}
+			return nil
+		})
+		checkCRIRunning(t, cri, one)
+	})
+
+	t.Run("crash loop back-off", func(t *testing.T) {
+		var last string
+		poll(t, podWait, "pod crash restarted at least twice and shown in CrashLoopBackOff", func() error {
+			var p corev1.Pod
+			if err := json.Unmarshal([]byte(c.ok(t, "get", "pod", "crash", "-o", "json")), &p); err != nil {
+				return err
+			}
+			if len(p.Status.ContainerStatuses) != 1 {
+				return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
+			}
+			cs := p.Status.ContainerStatuses[0]
+			table := c.ok(t, "get", "pods", "crash", "--no-headers")
+			last = fmt.Sprintf("restartCount %d, state %+v, lastState %+v; kubectl get pods: %s", cs.RestartCount, cs.State, cs.LastTerminationState, table)
+			if cs.RestartCount < 2 {
+				return errors.New(last)
+			}
+			if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" || !strings.Contains(table, "CrashLoopBackOff") {
+				return errors.New(last)
+			}
+			if t := cs.LastTerminationState.Terminated; t == nil || t.ExitCode != 1 || t.Reason != "Error" {
+				return errors.New(last)
+			}
+			return nil
+		})
+		t.Log(last)
+	})
+
+	t.Run("delete removes containers, sandboxes, network namespaces", func(t *testing.T) {
+		sandboxes := criSandboxes(t, cri)
+		if len(sandboxes) == 0 {
+			t.Fatal("no sandboxes in containerd before delete")
+		}
+		var paths []string
+		for _, sb := range sandboxes {
+			if p := sandboxNetNS(t, cri, sb.Id); p != "" {
+				paths = append(paths, p)
+			}
+		}
+		if len(paths) == 0 {
+			t.Fatal("no pod network namespace found through the CRI")
+		}
+		t.Logf("%d sandboxes before delete; pod network namespaces %v", len(sandboxes), paths)
+		c.ok(t, "delete", "-f", webYAML, "--grace-period=2")
+		c.ok(t, "delete", "pod", "crash", "--grace-period=1")
+		poll(t, podWait, "no pods left", func() error {
+			if ps := c.pods(t, ""); len(ps) > 0 {
+				return fmt.Errorf("pods %v", podNames(ps))
+			}
+			return nil
+		})
+		poll(t, 30*time.Second, "CRI lists no container and no sandbox of the default namespace", func() error {
+			cts, sbs := criContainers(t, cri, nil), criSandboxes(t, cri)
+			if len(cts)+len(sbs) > 0 {
+				var s []string
+				for _, ct := range cts {
+					s = append(s, "container "+ct.Labels[labelPodName]+"/"+ct.Metadata.Name)
+				}
+				for _, sb := range sbs {
+					s = append(s, "sandbox "+sb.Metadata.Name)
+				}
+				return fmt.Errorf("left: %v", s)
+			}
+			return nil
+		})
+		for _, p := range paths {
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pod network namespace %s still there (stat: %v)", p, err)
+			}
+		}
+		dirs := map[string]bool{}
+		for _, p := range paths {
+			dirs[filepath.Dir(p)] = true
+		}
+		for d := range dirs {
+			if !strings.HasPrefix(d, c.nodeDir()) {
+				t.Errorf("pod network namespace directory %s is not under the node's directory %s", d, c.nodeDir())
+			}
+			if es, _ := os.ReadDir(d); len(es) > 0 {
+				var names []string
+				for _, e := range es {
+					names = append(names, e.Name())
+				}
+				t.Errorf("network namespaces left in %s: %v", d, names)
+			}
+		}
+	})
+
+	t.Run("SIGINT leaves no containerd and no netns", func(t *testing.T) {
+		if !processAlive(containerdPid) {
+			t.Fatalf("containerd %d not running before stop", containerdPid)
+		}
+		c.stop(t)
+		if processAlive(containerdPid) {
+			t.Errorf("containerd %d still running after cairn up exited", containerdPid)
+		}
+		if _, err := os.Stat(netns); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("node network namespace %s still there (stat: %v)", netns, err)
+		}
+		if _, err := os.Stat(c.socket()); !errors.Is(err, os.ErrNotExist) && filepath.Dir(c.socket()) != c.nodeDir() {
+			t.Errorf("containerd socket %s still there (stat: %v)", c.socket(), err)
+		}
+	})
+	t.Logf("whole test %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// waitWeb waits until exactly n web pods not being deleted are Ready with
+// an IP, and returns them.
+func (c *cluster) waitWeb(t *testing.T, n int) []corev1.Pod {
+	t.Helper()
+	var live []corev1.Pod
+	poll(t, podWait, fmt.Sprintf("%d web pods Ready with IPs", n), func() error {
+		live = live[:0]
+		var notReady []string
+		for _, p := range c.pods(t, "app=web") {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g != 2 {
+				continue // the first ReplicaSet's, being rolled away
+			}
+			live = append(live, p)
+			if !podReady(&p) || p.Status.PodIP == "" {
+				notReady = append(notReady, fmt.Sprintf("%s phase=%s ip=%q", p.Name, p.Status.Phase, p.Status.PodIP))
+			}
+		}
+		if len(live) != n || len(notReady) > 0 {
+			return fmt.Errorf("%d live web pods %v, not ready: %v", len(live), podNames(live), notReady)
+		}
+		return nil
+	})
+	return live
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podNames(ps []corev1.Pod) []string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.Name)
+	}
+	return s
+}
+
+func criCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// criContainers lists the containers of the default namespace straight from
+// containerd, filtered by state when state is not nil.
+func criContainers(t testing.TB, cri runtimeapi.RuntimeServiceClient, state *runtimeapi.ContainerState) []*runtimeapi.Container {
+	t.Helper()
+	f := &runtimeapi.ContainerFilter{LabelSelector: map[string]string{labelPodNamespace: "default"}}
+	if state != nil {
+		f.State = &runtimeapi.ContainerStateValue{State: *state}
+	}
+	r, err := cri.ListContainers(criCtx(t), &runtimeapi.ListContainersRequest{Filter: f})
+	if err != nil {
+		t.Fatalf("CRI ListContainers: %v", err)
+	}
+	return r.Containers
+}
+
+// criSandboxes lists the pod sandboxes of the default namespace.
+func criSandboxes(t testing.TB, cri runtimeapi.RuntimeServiceClient) []*runtimeapi.PodSandbox {
+	t.Helper()
+	r, err := cri.ListPodSandbox(criCtx(t), &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{labelPodNamespace: "default"}}})
+	if err != nil {
+		t.Fatalf("CRI ListPodSandbox: %v", err)
+	}
+	return r.Items
+}
+
+// checkCRIRunning requires exactly one running httpd container in
+// containerd for each pod, in a ready sandbox.
+func checkCRIRunning(t *testing.T, cri runtimeapi.RuntimeServiceClient, pods []corev1.Pod) {
+	t.Helper()
+	running := runtimeapi.ContainerState_CONTAINER_RUNNING
+	byPod := map[string][]*runtimeapi.Container{}
+	for _, ct := range criContainers(t, cri, &running) {
+		byPod[ct.Labels[labelPodName]] = append(byPod[ct.Labels[labelPodName]], ct)
+	}
+	readySandboxes := map[string]bool{}
+	for _, sb := range criSandboxes(t, cri) {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			readySandboxes[sb.Id] = true
+		}
+	}
+	for _, p := range pods {
+		cts := byPod[p.Name]
+		if len(cts) != 1 || cts[0].Labels[labelContainer] != "httpd" || !readySandboxes[cts[0].PodSandboxId] {
+			t.Errorf("pod %s: want one running httpd container in a ready sandbox in containerd, got %v", p.Name, cts)
+		}
+	}
+	t.Logf("containerd runs %d httpd containers for pods %v", len(pods), podNames(pods))
+}
+
+// sandboxNetNS is the network namespace path of a sandbox, from
+// containerd's verbose status.
+func sandboxNetNS(t testing.TB, cri runtimeapi.RuntimeServiceClient, id string) string {
+	t.Helper()
+	st, err := cri.PodSandboxStatus(criCtx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("CRI PodSandboxStatus %s: %v", id, err)
+	}
+	var info struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+					Path string `json:"path"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+		t.Fatalf("sandbox %s verbose info: %v", id, err)
+	}
+	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" && ns.Path != "" {
+			return ns.Path
+		}
+	}
+	return "" // a stopped sandbox has none any more
+}
