@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,14 +40,7 @@ func benchEvents(b *testing.B) int {
 // directory next to the raw etcd put rate of the same machine.
 func BenchmarkHistory(b *testing.B) {
 	total := benchEvents(b)
-	n := embeddedtest.StartNATS(b)
-	js, err := jetstream.New(n.Conn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := events.EnsureStreams(b.Context(), js, events.StreamConfig{}); err != nil {
-		b.Fatal(err)
-	}
+	js := historytest.StartLog(b)
 	start := time.Now()
 	published := publishLog(b, js, total)
 	b.ReportMetric(float64(published), "events")
@@ -89,16 +83,30 @@ func BenchmarkHistory(b *testing.B) {
 	}, "audit by user"), "audit-ms")
 
 	start = time.Now()
+	cpu := processCPU()
 	rep, err := replay.Run(b.Context(), replay.Config{JS: js, DataDir: filepath.Join(b.TempDir(), "replayed")})
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpuPerEvent := float64((processCPU() - cpu).Microseconds()) / float64(rep.Events)
 	b.ReportMetric(rep.EventsPerSecond, "replay-events/s")
-	b.Logf("replay: %d events to revision %d in %s (%.0f events/s)", rep.Events, rep.Head,
-		time.Since(start).Round(time.Millisecond), rep.EventsPerSecond)
+	b.ReportMetric(cpuPerEvent, "replay-cpu-us/event")
+	b.Logf("replay: %d events to revision %d in %s (%.0f events/s, %.0f µs of CPU per event, %d reordered)", rep.Events, rep.Head,
+		time.Since(start).Round(time.Millisecond), rep.EventsPerSecond, cpuPerEvent, rep.Reordered)
 	put := embeddedtest.PutRate(b, 20000, 64, 256)
 	b.ReportMetric(put, "etcd-puts/s")
-	b.Logf("raw etcd: %.0f puts/s (fsync, 64 writers, 256 B)", put)
+	b.ReportMetric(rep.EventsPerSecond/put, "replay/etcd-puts")
+	b.Logf("raw etcd: %.0f puts/s (fsync, 64 writers, 256 B); replay/puts %.2f", put, rep.EventsPerSecond/put)
+}
+
+// processCPU is the user and system CPU time this process has used (the
+// benchmark's source NATS included).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // publishLog publishes about total events, in chunks, with the rollout in

@@ -44,21 +44,6 @@ type snapshot struct {
 	objs map[string]map[string]any // resource/name -> object
 }
 
-func deployment(name string, replicas int32, image string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
-			},
-		},
-	}
-}
-
 // runScenario creates a 5-replica Deployment, scales it to 3, changes its
 // image, rolls back and deletes it, as alice, waiting for the controllers
 // after each step; then waits until the projection holds the whole log.
@@ -66,7 +51,7 @@ func runScenario(t *testing.T, c *historytest.Cluster) *scenario {
 	s := &scenario{c: c}
 	ctx := t.Context()
 	dc := c.Alice.AppsV1().Deployments("default")
-	d, err := dc.Create(ctx, deployment("web", 5, "busybox:1"), metav1.CreateOptions{})
+	d, err := dc.Create(ctx, historytest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,23 +38,35 @@ const (
 // each pod's creation and of its binding). It reports:
 //
 //	pods/s           10,000 / (first creation .. last binding)
+//	creates/s        10,000 / (first creation .. last creation): the offered load
 //	p50-ms, p99-ms   scheduling latency, creation to binding commit
 //	etcd-puts/s      raw etcd put rate in the same run (embeddedtest.PutRate)
 //	ratio            pods/s divided by etcd-puts/s
+//	cycle-µs         mean time of a scheduling decision
+//	bind-ms          mean time of a binding request
+//	cpu-ms/pod       CPU time of the whole process (apiserver, etcd, NATS,
+//	                 scheduler, the creating clients) per pod: unlike the
+//	                 rates, it hardly depends on what else runs on the machine
+//	events           Events written by the time the last pod was bound
+//	                 (BENCH_EVENT_QPS sets Config.EventQPS; -1: unlimited)
+//
+// BasicBacklog creates the 10,000 plain pods before the replica starts: its
+// pods/s (10,000 / first .. last binding) is the rate of the scheduler and
+// of the binding path alone, whatever the rate of creation.
 func BenchmarkScheduler(b *testing.B) {
 	for _, tc := range []struct {
-		name     string
-		affinity bool
-	}{{"Basic", false}, {"AntiAffinityTopologySpread", true}} {
+		name              string
+		affinity, backlog bool
+	}{{"Basic", false, false}, {"AntiAffinityTopologySpread", true, false}, {"BasicBacklog", false, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				benchScheduler(b, tc.affinity)
+				benchScheduler(b, tc.affinity, tc.backlog)
 			}
 		})
 	}
 }
 
-func benchScheduler(b *testing.B, affinity bool) {
+func benchScheduler(b *testing.B, affinity, backlog bool) {
 	etcdRate := embeddedtest.PutRate(b, benchPods, benchWriters, 2048)
 	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
 	var nodes []*corev1.Node
@@ -65,24 +79,53 @@ func benchScheduler(b *testing.B, affinity bool) {
 		_, err := env.Client.CoreV1().Nodes().Create(context.Background(), nodes[i], metav1.CreateOptions{})
 		return err
 	})
-	s := startReplica(b, env, Config{Log: controlplanetest.Logger("SCHED_BENCH_LOG"), Workers: benchBinders()})
 	pods := make([]*corev1.Pod, benchPods)
 	for i := range pods {
 		pods[i] = benchPod(i, affinity)
 	}
+	// The creators' own client, with an idle connection each (env.Client,
+	// on http.DefaultTransport, would dial for most requests).
+	creators, err := newClientset(env.Config, benchCreators())
+	if err != nil {
+		b.Fatal(err)
+	}
+	create := func() {
+		parallelDo(b, len(pods), benchCreators(), func(i int) error {
+			_, err := creators.CoreV1().Pods("default").Create(context.Background(), pods[i], metav1.CreateOptions{})
+			return err
+		})
+	}
+	if backlog {
+		create()
+	}
+	eventQPS, _ := strconv.ParseFloat(os.Getenv("BENCH_EVENT_QPS"), 32)
+	cfg := Config{Log: controlplanetest.Logger("SCHED_BENCH_LOG"), Workers: benchBinders(), EventQPS: float32(eventQPS)}
+	var s *Scheduler
+	stopProfile := profileWindow(b)
 	b.ResetTimer()
-	parallelDo(b, len(pods), benchCreators(), func(i int) error {
-		_, err := env.Client.CoreV1().Pods("default").Create(context.Background(), pods[i], metav1.CreateOptions{})
-		return err
-	})
+	cpu0 := processCPU()
+	if backlog {
+		s = startReplica(b, env, cfg)
+	} else {
+		s = startReplica(b, env, cfg)
+		create()
+	}
 	eventually(b, 10*time.Minute, "all pods bound", func() bool { return s.Stats().Scheduled >= benchPods })
 	b.StopTimer()
-	rate, p50, p99 := benchFigures(b, env)
+	cpu := processCPU() - cpu0
+	stopProfile()
+	rate, created, p50, p99 := benchFigures(b, env, backlog)
 	b.ReportMetric(rate, "pods/s")
+	b.ReportMetric(created, "creates/s")
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
 	b.ReportMetric(etcdRate, "etcd-puts/s")
 	b.ReportMetric(rate/etcdRate, "ratio")
+	st := s.Stats()
+	b.ReportMetric(float64(st.CycleTime.Microseconds())/float64(st.Attempts), "cycle-µs")
+	b.ReportMetric(float64(st.BindTime.Milliseconds())/float64(st.Scheduled+st.Conflicts+st.Overcommits), "bind-ms")
+	b.ReportMetric(float64(st.EventsWritten), "events")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/benchPods, "cpu-ms/pod")
 }
 
 func benchPod(i int, affinity bool) *corev1.Pod {
@@ -101,7 +144,7 @@ func benchPod(i int, affinity bool) *corev1.Pod {
 }
 
 // benchFigures reads the pods' creations and bindings from the log.
-func benchFigures(b *testing.B, env *controlplanetest.Env) (rate, p50, p99 float64) {
+func benchFigures(b *testing.B, env *controlplanetest.Env, backlog bool) (rate, createRate, p50, p99 float64) {
 	created, bound := map[string]time.Time{}, map[string]time.Time{}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -116,12 +159,18 @@ func benchFigures(b *testing.B, env *controlplanetest.Env) (rate, p50, p99 float
 	if err != nil || len(bound) != benchPods {
 		b.Fatalf("log: %d bound, %v", len(bound), err)
 	}
-	var first, last time.Time
+	var first, last, lastCreated, firstBound time.Time
 	lat := make([]float64, 0, len(bound))
 	for name, t := range bound {
 		c := created[name]
 		if first.IsZero() || c.Before(first) {
 			first = c
+		}
+		if firstBound.IsZero() || t.Before(firstBound) {
+			firstBound = t
+		}
+		if c.After(lastCreated) {
+			lastCreated = c
 		}
 		if t.After(last) {
 			last = t
@@ -129,7 +178,11 @@ func benchFigures(b *testing.B, env *controlplanetest.Env) (rate, p50, p99 float
 		lat = append(lat, float64(t.Sub(c))/float64(time.Millisecond))
 	}
 	slices.Sort(lat)
-	return float64(benchPods) / last.Sub(first).Seconds(), lat[len(lat)/2], lat[len(lat)*99/100]
+	if backlog {
+		first = firstBound
+	}
+	return float64(benchPods) / last.Sub(first).Seconds(), float64(benchPods) / lastCreated.Sub(first).Seconds(),
+		lat[len(lat)/2], lat[len(lat)*99/100]
 }
 
 func parallelDo(b *testing.B, n, workers int, fn func(i int) error) {
@@ -164,4 +217,33 @@ func benchCreators() int {
 func benchBinders() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_BINDERS"))
 	return n
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileWindow writes a CPU profile of the timed part of a run to the file
+// BENCH_CPUPROFILE names (go test's -cpuprofile also covers the setup).
+func profileWindow(b *testing.B) (stop func()) {
+	path := os.Getenv("BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }

@@ -36,10 +36,14 @@ func counts(pod *corev1.Pod) bool {
 
 // setPod records the latest state of a bound pod seen on the log (or
 // removes it when it no longer counts). It replaces an assumed copy. It
-// reports whether room was freed (the pod stopped counting).
-func (c *cache) setPod(pi *fw.PodInfo) (freed bool) {
+// reports whether room was freed (the pod stopped counting); whether the
+// pod was assumed by this replica (its binding, or another replica's, is
+// now on the log); and then a pod it conflicts with under required pod
+// anti-affinity, if any (see antiAffinityConflict).
+func (c *cache) setPod(pi *fw.PodInfo) (freed, ours bool, conflict *fw.PodInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, ours = c.assumed[pi.Key]
 	delete(c.assumed, pi.Key)
 	if old, ok := c.where[pi.Key]; ok {
 		c.snap.RemovePod(pi.Key, old)
@@ -49,9 +53,12 @@ func (c *cache) setPod(pi *fw.PodInfo) (freed bool) {
 	if counts(pi.Pod) {
 		c.snap.AddPod(pi, pi.Pod.Spec.NodeName)
 		c.where[pi.Key] = pi.Pod.Spec.NodeName
+		if ours {
+			conflict = antiAffinityConflict(c.snap, pi)
+		}
 	}
 	c.snap.SetNominated(pi, "")
-	return freed
+	return freed, ours, conflict
 }
 
 // removePod forgets a deleted pod; it reports whether it was counted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +23,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const wait = 60 * time.Second
 
 // startReplica runs a scheduler replica until the test ends and waits for
-// its caches.
-func startReplica(t testing.TB, env *controlplanetest.Env, cfg Config) *Scheduler {
+// its caches; setup, if given, adjusts it before it runs.
+func startReplica(t testing.TB, env *controlplanetest.Env, cfg Config, setup ...func(*Scheduler)) *Scheduler {
 	t.Helper()
 	cfg.RestConfig = env.ConfigFor(controlplanetest.SchedulerToken)
 	cfg.JS = env.JS
@@ -33,6 +34,9 @@ func startReplica(t testing.TB, env *controlplanetest.Env, cfg Config) *Schedule
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(s)
 	}
 	controlplanetest.RunSynced(t, s)
 	return s
@@ -120,13 +124,18 @@ func podEvents(t testing.TB, env *controlplanetest.Env) []*events.Event {
 // overcommitChecker replays pod events in log order, keeping per-node sums
 // of the requests of the pods counted there (bound, not finished), and
 // reports every revision at which a node's allocatable cpu, memory,
-// ephemeral storage or pod count was exceeded.
+// ephemeral storage or pod count was exceeded, or a pod was bound to a node
+// it does not know. It also counts each pod's bindings (transitions from
+// unbound to bound) and notes the revision of each.
 type overcommitChecker struct {
-	alloc  map[string]fw.Resource
-	pods   map[string]podOnNode
-	sums   map[string]fw.Resource
-	counts map[string]int
-	errs   []string
+	alloc    map[string]fw.Resource
+	pods     map[string]podOnNode
+	sums     map[string]fw.Resource
+	counts   map[string]int
+	node     map[string]string
+	bindings map[string]int
+	boundAt  map[string]events.Revision
+	errs     []string
 }
 
 type podOnNode struct {
@@ -135,7 +144,8 @@ type podOnNode struct {
 }
 
 func newOvercommitChecker(nodes []*corev1.Node) *overcommitChecker {
-	c := &overcommitChecker{alloc: map[string]fw.Resource{}, pods: map[string]podOnNode{}, sums: map[string]fw.Resource{}, counts: map[string]int{}}
+	c := &overcommitChecker{alloc: map[string]fw.Resource{}, pods: map[string]podOnNode{}, sums: map[string]fw.Resource{}, counts: map[string]int{},
+		node: map[string]string{}, bindings: map[string]int{}, boundAt: map[string]events.Revision{}}
 	for _, n := range nodes {
 		c.alloc[n.Name] = fw.NewResource(n.Status.Allocatable)
 	}
@@ -148,6 +158,15 @@ func (c *overcommitChecker) apply(ev *events.Event) error {
 		return fmt.Errorf("decode %s/%s@%d: %w", ev.Namespace, ev.Name, ev.Revision, err)
 	}
 	key := ev.Namespace + "/" + ev.Name
+	if ev.Type == events.Deleted {
+		delete(c.node, key)
+	} else {
+		if c.node[key] == "" && pod.Spec.NodeName != "" {
+			c.bindings[key]++
+			c.boundAt[key] = ev.Revision
+		}
+		c.node[key] = pod.Spec.NodeName
+	}
 	if old, ok := c.pods[key]; ok {
 		s := c.sums[old.node]
 		s.Minus(old.req)
@@ -165,10 +184,31 @@ func (c *overcommitChecker) apply(ev *events.Event) error {
 	s.Plus(req)
 	c.sums[node] = s
 	c.counts[node]++
-	a := c.alloc[node]
+	a, known := c.alloc[node]
+	if !known {
+		c.errs = append(c.errs, fmt.Sprintf("revision %d: %s bound to unknown node %s", ev.Revision, key, node))
+		return nil
+	}
 	if s.MilliCPU > a.MilliCPU || s.Memory > a.Memory || s.EphemeralStorage > a.EphemeralStorage || c.counts[node] > a.AllowedPodNumber {
 		c.errs = append(c.errs, fmt.Sprintf("revision %d: node %s overcommitted by %s: %d/%dm cpu, %d/%d memory, %d/%d pods",
 			ev.Revision, node, key, s.MilliCPU, a.MilliCPU, s.Memory, a.Memory, c.counts[node], a.AllowedPodNumber))
 	}
 	return nil
+}
+
+// replay applies every pod event of the log to a checker for nodes and
+// fails the test at the first overcommitted revision (listing up to 20).
+func replay(t testing.TB, env *controlplanetest.Env, nodes []*corev1.Node) *overcommitChecker {
+	t.Helper()
+	c := newOvercommitChecker(nodes)
+	evs := podEvents(t, env)
+	for _, ev := range evs {
+		if err := c.apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.errs) > 0 {
+		t.Fatalf("%d overcommitted revisions in %d pod events, e.g.:\n%s", len(c.errs), len(evs), strings.Join(c.errs[:min(len(c.errs), 20)], "\n"))
+	}
+	return c
 }

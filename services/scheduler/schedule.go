@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +27,8 @@ const OvercommitPrefix = "binding rejected: node"
 // counters count what the replica did.
 type counters struct {
 	attempts, scheduled, unschedulable, conflicts, overcommits, preemptions, victims atomic.Int64
+	violations, descheduled                                                          atomic.Int64
+	cycleNanos, bindNanos                                                            atomic.Int64
 }
 
 // Stats are a replica's counters.
@@ -42,53 +46,88 @@ type Stats struct {
 	Overcommits int64
 	// Preemptions counts nominations; Victims the pods evicted for them.
 	Preemptions, Victims int64
+	// Violations counts bindings of this replica found, once confirmed, to
+	// break required pod anti-affinity with a pod another scheduler bound
+	// just before; Descheduled those of them it evicted (see deschedule.go).
+	Violations, Descheduled int64
+	// EventsWritten and EventsDropped count Events (see recorder.go).
+	EventsWritten, EventsDropped int64
+	// CycleTime is the time spent deciding (all attempts); BindTime the
+	// time bindings took, request to answer (all bindings, refused ones
+	// included).
+	CycleTime, BindTime time.Duration
 }
 
 // Stats returns the replica's counters.
 func (s *Scheduler) Stats() Stats {
 	c := &s.stats
 	return Stats{Attempts: c.attempts.Load(), Scheduled: c.scheduled.Load(), Unschedulable: c.unschedulable.Load(),
-		Conflicts: c.conflicts.Load(), Overcommits: c.overcommits.Load(), Preemptions: c.preemptions.Load(), Victims: c.victims.Load()}
+		Conflicts: c.conflicts.Load(), Overcommits: c.overcommits.Load(), Preemptions: c.preemptions.Load(), Victims: c.victims.Load(),
+		CycleTime: time.Duration(c.cycleNanos.Load()), BindTime: time.Duration(c.bindNanos.Load()),
+		EventsWritten: s.recorder.written.Load(), EventsDropped: s.recorder.dropped.Load(),
+		Violations: c.violations.Load(), Descheduled: c.descheduled.Load()}
 }
 
 // loop schedules one pod at a time until ctx ends, then waits for the
-// bindings and writes in flight.
+// bindings and writes in flight. Bindings and writes run on Config.Workers
+// long-lived goroutines (their stacks grow once, not for every binding).
 func (s *Scheduler) loop(ctx context.Context) error {
 	var wg sync.WaitGroup
+	defer s.unguardAll()
 	defer wg.Wait()
 	if err := s.WaitForSync(ctx); err != nil {
 		return nil //nolint:nilerr // ctx ended before the caches synced: a clean stop
 	}
 	wg.Go(func() { s.queue.Run(ctx, 100*time.Millisecond) })
+	for range s.cfg.Workers {
+		wg.Go(func() {
+			for {
+				select {
+				case fn := <-s.work:
+					fn()
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
 	for {
 		qp, err := s.queue.Pop(ctx)
 		if err != nil {
 			return nil
 		}
-		s.scheduleOne(ctx, qp, &wg)
+		s.scheduleOne(ctx, qp)
 	}
 }
 
-// async runs fn on a worker slot, owned by wg.
-func (s *Scheduler) async(ctx context.Context, wg *sync.WaitGroup, fn func()) {
+// async runs fn on a worker once one is free; not if ctx ends first (it
+// reports whether fn was handed over).
+func (s *Scheduler) async(ctx context.Context, fn func()) bool {
 	select {
-	case s.sem <- struct{}{}:
+	case s.work <- fn:
+		return true
 	case <-ctx.Done():
-		return
+		return false
 	}
-	wg.Go(func() {
-		defer func() { <-s.sem }()
-		fn()
-	})
 }
 
-func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod, wg *sync.WaitGroup) {
+// scheduleOne makes one decision. Sharded, it holds the pod's partition
+// (Guard) from the decision until the binding is refused or on the log
+// (guards.go), so that the partition never moves to another replica with a
+// binding in flight or not yet readable there (that replica would bind the
+// pod a second time).
+func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod) {
 	pod, ok := s.pods.Get(qp.Pod.Namespace, qp.Pod.Name)
 	if !ok || pod.UID != qp.Pod.UID || !s.responsible(pod) || s.cache.isAssumed(qp.Key) {
 		s.queue.Done(qp.Key)
 		return
 	}
+	if !s.guard(qp.Key) {
+		s.queue.Done(qp.Key)
+		return
+	}
 	s.stats.attempts.Add(1)
+	start := time.Now()
 	var res fw.Result
 	var err error
 	var pr preemption.Result
@@ -99,16 +138,22 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod, wg *sy
 			pr = preemption.Preempt(ctx, s.fw, qp.PodInfo, snap, fe.Diagnosis)
 		}
 	})
+	s.stats.cycleNanos.Add(int64(time.Since(start)))
 	var fe *fw.FitError
 	switch {
 	case errors.As(err, &fe):
-		s.unschedulable(ctx, wg, qp, pod, fe, pr)
+		s.unguard(qp.Key)
+		s.unschedulable(ctx, qp, pod, fe, pr)
 	case err != nil:
+		s.unguard(qp.Key)
 		s.log.Warn("scheduling failed", "pod", qp.Key, "err", err)
 		s.queue.AddBackoff(qp)
 	default:
 		s.cache.assume(qp.PodInfo, res.Node)
-		s.async(ctx, wg, func() { s.bind(ctx, qp, pod, res.Node) })
+		if !s.async(ctx, func() { s.bind(ctx, qp, pod, res.Node) }) {
+			s.cache.forget(qp.Key)
+			s.unguard(qp.Key)
+		}
 	}
 }
 
@@ -118,19 +163,29 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod, wg *sy
 // stale: another replica filled the node) waits until the pod cache has
 // read the log up to now, then retries the pod at once.
 func (s *Scheduler) bind(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod, node string) {
-	cctx := consumer.WithCause(ctx, s.cause(qp.Key))
-	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-	err := s.client.CoreV1().Pods(pod.Namespace).Bind(cctx, b, metav1.CreateOptions{})
+	// qp is read only until it goes back to the queue (which may then
+	// update it).
+	key := qp.Key
+	cctx := consumer.WithCause(ctx, s.cause(key))
+	if s.beforeBind != nil {
+		s.beforeBind(pod)
+	}
+	start := time.Now()
+	err := s.postBinding(cctx, pod, node)
+	s.stats.bindNanos.Add(int64(time.Since(start)))
+	if err != nil {
+		s.unguard(key)
+		s.log.Debug("binding refused", "pod", key, "node", node, "err", err)
+	}
+	s.bindAnswered(key, err == nil)
 	switch {
 	case err == nil:
 		s.stats.scheduled.Add(1)
-		s.done(qp.Key)
+		s.done(key)
 		s.recorder.scheduled(cctx, pod, node)
-		return
 	case apierrors.IsConflict(err) && strings.Contains(err.Error(), OvercommitPrefix):
 		s.stats.overcommits.Add(1)
-		s.cache.forget(qp.Key)
+		s.cache.forget(key)
 		if werr := s.pods.WaitForLog(ctx); werr != nil {
 			s.queue.AddBackoff(qp)
 			return
@@ -138,16 +193,29 @@ func (s *Scheduler) bind(ctx context.Context, qp *queue.QueuedPod, pod *corev1.P
 		s.queue.Requeue(qp)
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		s.stats.conflicts.Add(1)
-		s.cache.forget(qp.Key)
-		s.done(qp.Key)
+		s.cache.forget(key)
+		s.done(key)
 	default:
 		if ctx.Err() == nil {
-			s.log.Warn("binding failed", "pod", qp.Key, "node", node, "err", err)
+			s.log.Warn("binding failed", "pod", key, "node", node, "err", err)
 		}
-		s.cache.forget(qp.Key)
+		s.cache.forget(key)
 		s.queue.AddBackoff(qp)
 	}
-	s.log.Debug("binding refused", "pod", qp.Key, "node", node, "err", err)
+}
+
+// postBinding posts pods/binding as client-go's Pods().Bind does, without
+// its per-call reflection over empty CreateOptions and with the small JSON
+// body encoded directly.
+func (s *Scheduler) postBinding(ctx context.Context, pod *corev1.Pod, node string) error {
+	body, err := json.Marshal(&corev1.Binding{TypeMeta: metav1.TypeMeta{Kind: "Binding", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node}})
+	if err != nil {
+		return fmt.Errorf("scheduler: encode binding: %w", err)
+	}
+	return s.client.CoreV1().RESTClient().Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
+		SubResource("binding").SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
 }
 
 func (s *Scheduler) done(key string) {
@@ -161,7 +229,7 @@ func (s *Scheduler) done(key string) {
 // candidate it nominates the node and evicts the victims; it records
 // PodScheduled=False with kube's message and a FailedScheduling event, and
 // parks the pod until the cluster changes.
-func (s *Scheduler) unschedulable(ctx context.Context, wg *sync.WaitGroup, qp *queue.QueuedPod, pod *corev1.Pod, fe *fw.FitError, pr preemption.Result) {
+func (s *Scheduler) unschedulable(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod, fe *fw.FitError, pr preemption.Result) {
 	s.stats.unschedulable.Add(1)
 	nominated := pod.Status.NominatedNodeName
 	if c := pr.Candidate; c != nil {
@@ -175,7 +243,7 @@ func (s *Scheduler) unschedulable(ctx context.Context, wg *sync.WaitGroup, qp *q
 	msg := fe.Error()
 	cause := s.cause(qp.Key)
 	s.queue.AddUnschedulable(qp)
-	s.async(ctx, wg, func() {
+	s.async(ctx, func() {
 		cctx := consumer.WithCause(ctx, cause)
 		if c := pr.Candidate; c != nil {
 			s.evict(cctx, pod, c)

@@ -65,6 +65,11 @@ type Config struct {
 	// Identity names this replica (sharding, events); default
 	// "<hostname>-<pid>".
 	Identity string
+	// EventQPS and EventBurst limit the rate of Event writes (see
+	// recorder.go): 0 means 50 and 100, as kube-scheduler's client; a
+	// negative EventQPS does not limit.
+	EventQPS   float32
+	EventBurst int
 	// InitialBackoff and MaxBackoff bound the retry back-off of pods that
 	// did not fit; 0 means 1s and 10s.
 	InitialBackoff, MaxBackoff time.Duration
@@ -88,11 +93,21 @@ type Scheduler struct {
 	queue    *queue.Queue
 	fw       *fw.Framework
 	recorder *recorder
-	sem      chan struct{}
+	work     chan func()
 	stats    counters
 
 	mu     sync.Mutex
 	causes map[string]consumer.Cause
+	// guards are the partition guards held (guards.go); confirms pair
+	// bindings with their confirmation on the log (deschedule.go).
+	guards   map[string]func()
+	confirms map[string]*confirmation
+
+	// violations are bindings of this replica found to break required
+	// anti-affinity (see deschedule.go).
+	violations chan violation
+	// beforeBind, if set (tests), runs before each binding is posted.
+	beforeBind func(*corev1.Pod)
 }
 
 // New builds a scheduler replica, its caches and its queue.
@@ -121,18 +136,33 @@ func New(cfg Config) (*Scheduler, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 5000, 10000
 	}
-	client, err := kubernetes.NewForConfig(consumer.WrapConfig(rc))
+	client, err := newClient(consumer.WrapConfig(rc), cfg.Workers+4)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: new client: %w", err)
+		return nil, err
+	}
+	erc := rest.CopyConfig(rc)
+	erc.QPS, erc.Burst = cfg.EventQPS, cfg.EventBurst
+	if erc.QPS == 0 {
+		erc.QPS = 50
+	}
+	if erc.Burst <= 0 {
+		erc.Burst = 100
+	}
+	eventClient, err := newClient(consumer.WrapConfig(erc), eventWriters+1)
+	if err != nil {
+		return nil, err
 	}
 	s := &Scheduler{
 		cfg: cfg, log: log, client: client, cache: newCache(),
-		queue:  queue.New(queue.Config{InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}),
-		fw:     plugins.NewDefaultFramework(fw.Options{Parallelism: cfg.Parallelism, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore}),
-		sem:    make(chan struct{}, cfg.Workers),
-		causes: map[string]consumer.Cause{},
+		queue:      queue.New(queue.Config{InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}),
+		fw:         plugins.NewDefaultFramework(fw.Options{Parallelism: cfg.Parallelism, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore}),
+		work:       make(chan func()),
+		violations: make(chan violation, violationQueue),
+		causes:     map[string]consumer.Cause{},
+		guards:     map[string]func(){},
+		confirms:   map[string]*confirmation{},
 	}
-	s.recorder = newRecorder(client, cfg.SchedulerName, cfg.Identity, cfg.Clock, log)
+	s.recorder = newRecorder(client, eventClient, cfg.SchedulerName, cfg.Identity, cfg.Clock, log)
 	if err := s.newCaches(rc); err != nil {
 		return nil, err
 	}
@@ -174,7 +204,7 @@ func (s *Scheduler) newCaches(rc *rest.Config) error {
 // returns once every goroutine it started (bindings and status writes in
 // flight included) has returned; an error only if a cache fails.
 func (s *Scheduler) Run(ctx context.Context) error {
-	runners := []consumer.Runner{s.classes, s.nodes, s.pods, runnerFunc(s.loop), runnerFunc(s.recorder.run)}
+	runners := []consumer.Runner{s.classes, s.nodes, s.pods, runnerFunc(s.loop), runnerFunc(s.recorder.run), runnerFunc(s.deschedule)}
 	if s.sharder != nil {
 		runners = append(runners, s.sharder)
 	}
@@ -233,8 +263,13 @@ func (s *Scheduler) onPod(pod *corev1.Pod, ev *events.Event) {
 	key := consumer.KeyOf(pod)
 	if pod.Spec.NodeName != "" {
 		s.queue.Delete(key)
-		if s.cache.setPod(s.podInfo(pod)) {
+		freed, ours, conflict := s.cache.setPod(s.podInfo(pod))
+		s.unguard(key)
+		if freed {
 			s.queue.MoveAllToActiveOrBackoff()
+		}
+		if ours {
+			s.seenBound(pod, conflict, ev)
 		}
 		return
 	}
@@ -259,8 +294,10 @@ func (s *Scheduler) onPod(pod *corev1.Pod, ev *events.Event) {
 func (s *Scheduler) onPodDelete(pod *corev1.Pod, _ *events.Event) {
 	key := consumer.KeyOf(pod)
 	s.queue.Delete(key)
+	s.unguard(key)
 	s.mu.Lock()
 	delete(s.causes, key)
+	delete(s.confirms, key)
 	s.mu.Unlock()
 	if s.cache.removePod(key) {
 		s.queue.MoveAllToActiveOrBackoff()

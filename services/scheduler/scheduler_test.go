@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -155,5 +157,68 @@ func TestOtherSchedulerIgnored(t *testing.T) {
 	}
 	if !strings.HasPrefix(mine.Spec.SchedulerName, "default") {
 		t.Fatalf("apiserver default schedulerName = %q", mine.Spec.SchedulerName)
+	}
+}
+
+// TestEventsCorrelated: a pod that fails again for the same reason gets
+// one FailedScheduling event whose count grows (a PATCH, as client-go's
+// EventCorrelator does), not a second event.
+func TestEventsCorrelated(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := context.Background()
+	createNodes(t, env, newNode("small", "1", "1Gi", 10))
+	startReplica(t, env, Config{InitialBackoff: 10 * time.Millisecond})
+	createPod(t, env, newPod("default", "web", "2", "1Gi"))
+	failed := func() []corev1.Event {
+		evs, err := env.Client.CoreV1().Events("default").List(ctx,
+			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", ReasonFailedScheduling).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs.Items
+	}
+	eventually(t, wait, "FailedScheduling event", func() bool { return len(failed()) == 1 })
+	// A change that could help (labels) makes the pod try again; the
+	// outcome is the same.
+	for i := range 3 {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, "small", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels["round"] = fmt.Sprint(i)
+		if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, wait, fmt.Sprintf("count %d", i+2), func() bool {
+			evs := failed()
+			return len(evs) == 1 && evs[0].Count == int32(i+2)
+		})
+	}
+}
+
+// TestEventsQueuedNotDropped: with events limited to a few per second, the
+// Scheduled events of a burst of bindings wait in the queue (bindings do
+// not wait for them) and are all written eventually, none dropped.
+func TestEventsQueuedNotDropped(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := context.Background()
+	createNodes(t, env, newNode("n1", "64", "64Gi", 110))
+	s := startReplica(t, env, Config{EventQPS: 20, EventBurst: 1})
+	const pods = 40
+	for i := range pods {
+		createPod(t, env, newPod("default", fmt.Sprintf("p%d", i), "10m", "10Mi"))
+	}
+	eventually(t, wait, "all bound", func() bool { return s.Stats().Scheduled == pods })
+	t.Logf("when the last pod was bound: %d of %d events written", s.Stats().EventsWritten, pods)
+	eventually(t, wait, "every Scheduled event", func() bool {
+		evs, err := env.Client.CoreV1().Events("default").List(ctx,
+			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", ReasonScheduled).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs.Items) == pods
+	})
+	if st := s.Stats(); st.EventsDropped != 0 || st.EventsWritten != pods {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -9,25 +9,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/projections/history/cli"
 	"github.com/cairn-dev/cairn/projections/history/historytest"
-	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
 
 // TestCommands runs each query command against a store file brought up to
 // date from a synthetic log.
 func TestCommands(t *testing.T) {
-	n := embeddedtest.StartNATS(t)
-	js, err := jetstream.New(n.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := events.EnsureStreams(t.Context(), js, events.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := historytest.StartLog(t)
+	natsURL := js.Conn().ConnectedUrl()
 	g := historytest.NewGen()
 	var evs []*events.Event
 	for i := range 4 {
@@ -43,7 +34,7 @@ func TestCommands(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"timeline", cmdOf(cli.Timeline), append([]string{"pod/pod-1", "--nats-url", n.URL()}, db...),
+		{"timeline", cmdOf(cli.Timeline), append([]string{"pod/pod-1", "--nats-url", natsURL}, db...),
 			[]string{"Pod default/pod-1", "created", "scheduled to node-1", "running", "deleted", "system:kube-scheduler"}},
 		{"timeline json", cmdOf(cli.Timeline), append([]string{"pods/pod-2", "-o", "json"}, db...), []string{`"class":"schedule"`}},
 		{"audit by user", cmdOf(cli.Audit), append([]string{"--user", "bob"}, db...), []string{"bob", "delete", "Pod default/pod-1"}},

@@ -36,6 +36,8 @@ type conn struct {
 	kubeconfig string
 	db         string
 	natsURL    string
+	namespace  string // of the object, for commands about one
+	output     string
 }
 
 func (c *conn) register(fs *flag.FlagSet) {
@@ -43,6 +45,16 @@ func (c *conn) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the apiserver serving "+Prefix+" (default <data-dir>/kubeconfig)")
 	fs.StringVar(&c.db, "db", "", "query this history store file directly instead of the apiserver")
 	fs.StringVar(&c.natsURL, "nats-url", "", "with --db: bring the store up to date from this NATS first")
+	fs.StringVar(&c.output, "o", "text", "output: text or json")
+}
+
+// asJSON reports whether the output is JSON.
+func (c *conn) asJSON() bool { return c.output == "json" }
+
+// registerObject registers the flags of a command about one object.
+func (c *conn) registerObject(fs *flag.FlagSet) {
+	c.register(fs)
+	fs.StringVar(&c.namespace, "n", "default", "namespace of the object (empty for a cluster-scoped one)")
 }
 
 // client answers API requests, remotely or from a local store.
@@ -139,9 +151,11 @@ func (c *client) call(ctx context.Context, path string, q url.Values, out any) e
 	return nil
 }
 
-// parse parses flags with at most the given number of positional
-// arguments, which may come before or after the flags.
-func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
+// parse parses flags and between minPos and maxPos positional arguments,
+// which may come before or after the flags, and checks the flags with ok
+// (if not nil). On a usage error it prints the usage and returns ErrUsage;
+// on -h, flag.ErrHelp.
+func parse(fs *flag.FlagSet, args []string, minPos, maxPos int, ok func() bool) ([]string, error) {
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -158,10 +172,29 @@ func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
 	}
 	if len(pos) > maxPos {
 		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(pos[maxPos:], " "))
+	}
+	if len(pos) < minPos || len(pos) > maxPos || (ok != nil && !ok()) {
 		fs.Usage()
 		return nil, ErrUsage
 	}
 	return pos, nil
+}
+
+// openObject parses the flags and the <kind>/<name> argument of a command
+// about one object, then opens the history; q names the object.
+func (c *conn) openObject(ctx context.Context, fs *flag.FlagSet, args []string, ok func() bool) (cl *client, q url.Values, err error) {
+	pos, err := parse(fs, args, 1, 1, ok)
+	if err != nil {
+		return nil, nil, err
+	}
+	kind, name, err := splitRef(pos[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	if cl, err = c.open(ctx); err != nil {
+		return nil, nil, err
+	}
+	return cl, url.Values{"kind": {kind}, "name": {name}, "namespace": {c.namespace}}, nil
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

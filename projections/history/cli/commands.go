@@ -32,39 +32,25 @@ func done(err error) error {
 // Timeline is `cairn timeline <kind>/<name> [-n ns] [--uid U] [-o json] [--follow]`.
 func Timeline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c conn
-	var ns, uid, output string
+	var uid string
 	var follow bool
 	fs := newFlagSet("timeline", stderr)
-	c.register(fs)
-	fs.StringVar(&ns, "n", "default", "namespace (empty for cluster-scoped objects)")
+	c.registerObject(fs)
 	fs.StringVar(&uid, "uid", "", "this incarnation of the name (default the latest)")
-	fs.StringVar(&output, "o", "text", "output: text or json")
 	fs.BoolVar(&follow, "follow", false, "keep printing new steps")
-	pos, err := parse(fs, args, 1)
-	if err != nil || len(pos) != 1 {
-		if err == nil {
-			fs.Usage()
-			err = ErrUsage
-		}
+	cl, q, err := c.openObject(ctx, fs, args, nil)
+	if err != nil {
 		return done(err)
 	}
-	kind, name, err := splitRef(pos[0])
-	if err != nil {
-		return err
-	}
-	cl, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
 	defer cl.close()
-	q := url.Values{"kind": {kind}, "name": {name}, "namespace": {ns}, "uid": {uid}}
+	q.Set("uid", uid)
 	var last store.Pos
 	for first := true; ; first = false {
 		var tl timeline.Timeline
 		if err := cl.call(ctx, "timeline", q, &tl); err != nil {
 			return err
 		}
-		if output == "json" {
+		if c.asJSON() {
 			if err := json.NewEncoder(stdout).Encode(&tl); err != nil {
 				return err
 			}
@@ -110,8 +96,7 @@ func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Func(f.name, f.usage, func(s string) error { q.Set(f.name, s); return nil })
 	}
 	fs.Func("n", "short for --namespace", func(s string) error { q.Set("namespace", s); return nil })
-	output := fs.String("o", "text", "output: text or json")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(fs, args, 0, 0, nil); err != nil {
 		return done(err)
 	}
 	cl, err := c.open(ctx)
@@ -123,7 +108,7 @@ func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cl.call(ctx, "audit", q, &res); err != nil {
 		return err
 	}
-	if *output == "json" {
+	if c.asJSON() {
 		return json.NewEncoder(stdout).Encode(&res)
 	}
 	return res.WriteText(stdout)
@@ -132,18 +117,13 @@ func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // Get is `cairn get <kind> [name] --at <revision|RFC3339> [-n ns] [-o json]`.
 func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c conn
-	var ns, at, output string
+	var ns, at string
 	fs := newFlagSet("get", stderr)
 	c.register(fs)
 	fs.StringVar(&ns, "n", "", "namespace (default all for a list, required for namespaced objects)")
 	fs.StringVar(&at, "at", "", "revision or RFC 3339 time (default the head)")
-	fs.StringVar(&output, "o", "text", "output: text (names, or the object as JSON) or json")
-	pos, err := parse(fs, args, 2)
-	if err != nil || len(pos) == 0 {
-		if err == nil {
-			fs.Usage()
-			err = ErrUsage
-		}
+	pos, err := parse(fs, args, 1, 2, nil)
+	if err != nil {
 		return done(err)
 	}
 	cl, err := c.open(ctx)
@@ -158,7 +138,7 @@ func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := cl.call(ctx, "get", q, &st); err != nil {
 			return err
 		}
-		if output == "json" {
+		if c.asJSON() {
 			return json.NewEncoder(stdout).Encode(&st)
 		}
 		return writeIndented(stdout, st.Object)
@@ -170,7 +150,7 @@ func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cl.call(ctx, "get", q, &list); err != nil {
 		return err
 	}
-	if output == "json" {
+	if c.asJSON() {
 		return json.NewEncoder(stdout).Encode(&list)
 	}
 	fmt.Fprintf(stdout, "%-20s %-50s %s\n", "NAMESPACE", "NAME", "REVISION")
@@ -193,39 +173,26 @@ func writeIndented(w io.Writer, raw json.RawMessage) error {
 // Diff is `cairn diff <kind>/<name> --from T1 --to T2 [-n ns] [-o json]`.
 func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c conn
-	var ns, from, to, output string
+	var from, to string
 	fs := newFlagSet("diff", stderr)
-	c.register(fs)
-	fs.StringVar(&ns, "n", "default", "namespace")
+	c.registerObject(fs)
 	fs.StringVar(&from, "from", "", "revision or RFC 3339 time (required)")
 	fs.StringVar(&to, "to", "", "revision or RFC 3339 time (default the head)")
-	fs.StringVar(&output, "o", "text", "output: text or json")
-	pos, err := parse(fs, args, 1)
-	if err != nil || len(pos) != 1 || from == "" {
-		if err == nil {
-			fs.Usage()
-			err = ErrUsage
-		}
+	cl, q, err := c.openObject(ctx, fs, args, func() bool { return from != "" })
+	if err != nil {
 		return done(err)
 	}
-	kind, name, err := splitRef(pos[0])
-	if err != nil {
-		return err
-	}
-	cl, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
 	defer cl.close()
+	q.Set("from", from)
+	q.Set("to", to)
 	var d travel.Delta
-	q := url.Values{"kind": {kind}, "name": {name}, "namespace": {ns}, "from": {from}, "to": {to}}
 	if err := cl.call(ctx, "diff", q, &d); err != nil {
 		return err
 	}
-	if output == "json" {
+	if c.asJSON() {
 		return json.NewEncoder(stdout).Encode(&d)
 	}
-	fmt.Fprintf(stdout, "%s/%s: revision %d (object at %d) -> %d (object at %d)\n", kind, name, d.From, d.FromRev, d.To, d.ToRev)
+	fmt.Fprintf(stdout, "%s/%s: revision %d (object at %d) -> %d (object at %d)\n", q.Get("kind"), q.Get("name"), d.From, d.FromRev, d.To, d.ToRev)
 	for _, ch := range d.Changes {
 		fmt.Fprintf(stdout, "  %s\n", ch)
 	}
@@ -243,11 +210,7 @@ func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&natsURL, "nats-url", "", "NATS of the log to replay")
 	fs.StringVar(&from, "from-data-dir", "./.cairn", "data directory of the running `cairn up` whose log to replay (instead of --nats-url)")
 	fs.BoolVar(&fsync, "fsync", false, "fsync every etcd commit (default: one sync at the end)")
-	if _, err := parse(fs, args, 0); err != nil || dataDir == "" {
-		if err == nil {
-			fs.Usage()
-			err = ErrUsage
-		}
+	if _, err := parse(fs, args, 0, 0, func() bool { return dataDir != "" }); err != nil {
 		return done(err)
 	}
 	cfg := replay.Config{DataDir: dataDir, Fsync: fsync}

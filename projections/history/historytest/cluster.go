@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +21,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 // Users of a test cluster. Alice is the human: she is in system:masters
@@ -85,26 +87,18 @@ func StartCluster(t testing.TB, obs ...store.Observer) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, mgr.Run)
-	run(t, store.NewIngester(c.Store, cp.JS, store.IngestConfig{Observers: obs}).Run)
+	controlplanetest.Run(t, mgr)
+	controlplanetest.Run(t, store.NewIngester(c.Store, cp.JS, store.IngestConfig{Observers: obs}))
 	sched := kubernetes.NewForConfigOrDie(consumer.WrapConfig(c.Config(SchedulerToken)))
 	kubelet := kubernetes.NewForConfigOrDie(consumer.WrapConfig(c.Config(KubeletToken)))
-	run(t, func(ctx context.Context) error { return standIns(ctx, cp, sched, kubelet) })
+	controlplanetest.Run(t, runFunc(func(ctx context.Context) error { return standIns(ctx, cp, sched, kubelet) }))
 	return c
 }
 
-// run runs f until cleanup.
-func run(t testing.TB, f func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-}
+// runFunc runs a function as a controlplanetest.Runner.
+type runFunc func(context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // standIns are the scheduler and kubelet `cairn up` does not have yet:
 // they follow the pods on the log, bind every unbound pod to node-1 as the
@@ -137,14 +131,34 @@ func standIns(ctx context.Context, cp *controlplane.ControlPlane, sched, kubelet
 			// next event, if any.
 			_ = sched.CoreV1().Pods(p.Namespace).Bind(cctx, b, metav1.CreateOptions{})
 		case p.Status.Phase != corev1.PodRunning:
-			startPod(&p)
+			SetRunning(&p)
 			_, _ = kubelet.CoreV1().Pods(p.Namespace).UpdateStatus(cctx, &p, metav1.UpdateOptions{})
 		}
 		return nil
 	})
 }
 
-func startPod(p *corev1.Pod) {
+// Deployment is a Deployment in default of replicas pods labelled
+// app=<name>, each with one container "app" running image.
+func Deployment(name string, replicas int32, image string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+			},
+		},
+	}
+}
+
+// SetRunning sets p's status to what a kubelet reports once every
+// container has started: Running, with each condition and container
+// ready.
+func SetRunning(p *corev1.Pod) {
 	now := metav1.Now()
 	p.Status.Phase = corev1.PodRunning
 	p.Status.StartTime = &now

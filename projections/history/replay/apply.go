@@ -4,30 +4,34 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-dev/cairn/events"
 )
 
-// applier applies the log to the destination, one etcd transaction per
-// logged revision.
+// applier turns the log into the destination's transactions, one per
+// logged revision, padding the revisions the log has no event for.
 type applier struct {
 	cfg    *Config
 	dst    *dest
+	chain  *chain
 	leases []*srcMsg // lease events not applied yet, in order
 	group  []*srcMsg // the events of the revision being collected
-	head   int64     // the destination etcd's revision
-	rep    *Report
+	next   int64     // the revision the next transaction commits at
+	// seeds are the leases to write with the pad of a revision (see
+	// leaseSeeds).
+	seeds map[int64][]*srcMsg
+	rep   *Report
 }
 
 func (a *applier) run(ctx context.Context) error {
-	resp, err := a.dst.cli.Get(ctx, PadKey)
+	c, head, err := newChain(ctx, a.dst.etcd.cli, a.landed)
 	if err != nil {
-		return fmt.Errorf("replay: etcd: %w", err)
+		return err
 	}
-	a.head = resp.Header.Revision
+	a.chain, a.next = c, int64(head)+1
+	defer c.close()
 	err = readAll(ctx, a.cfg.JS, events.Stream, func(m *srcMsg) (bool, error) {
 		if err := a.leasesBefore(ctx, m); err != nil {
 			return false, err
@@ -43,7 +47,14 @@ func (a *applier) run(ctx context.Context) error {
 	if err := a.leasesBefore(ctx, nil); err != nil {
 		return err
 	}
-	return a.apply(ctx)
+	if err := a.apply(ctx); err != nil {
+		return err
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	a.rep.Reordered = c.reordered
+	return nil
 }
 
 // leasesBefore adds the lease events before m (all of them for nil).
@@ -57,7 +68,7 @@ func (a *applier) leasesBefore(ctx context.Context, m *srcMsg) error {
 	return nil
 }
 
-// add collects m into its revision's group, applying the previous group
+// add collects m into its revision's group, queueing the previous group
 // when the revision changes.
 func (a *applier) add(ctx context.Context, m *srcMsg) error {
 	if len(a.group) > 0 && a.group[0].pos.Rev != m.pos.Rev {
@@ -69,55 +80,63 @@ func (a *applier) add(ctx context.Context, m *srcMsg) error {
 	return nil
 }
 
-// apply commits the collected revision at exactly its revision, after
-// padding the revisions before it that the log has no event for.
+// apply queues the collected revision at exactly its revision, after pads
+// for the revisions before it that the log has no event for.
 func (a *applier) apply(ctx context.Context) error {
 	if len(a.group) == 0 {
 		return nil
 	}
 	rev := int64(a.group[0].pos.Rev)
-	if a.head >= rev {
-		return fmt.Errorf("replay: revision %d: destination etcd is already at %d", rev, a.head)
+	if a.next > rev {
+		return fmt.Errorf("replay: revision %d: destination etcd is already at %d", rev, a.next-1)
 	}
-	if err := a.pad(ctx, rev-1-a.head); err != nil {
-		return err
+	for ; a.next < rev; a.next++ {
+		ops := []clientv3.Op{clientv3.OpPut(PadKey, "")}
+		for _, m := range a.seeds[a.next] {
+			ops = append(ops, clientv3.OpPut(m.key, string(m.val)))
+		}
+		if err := a.chain.push(ctx, &txn{rev: a.next, pad: true, ops: ops}); err != nil {
+			return err
+		}
 	}
 	ops := make([]clientv3.Op, 0, len(a.group)+1)
 	for _, m := range a.group {
-		e := m.ev
-		key := events.RegistryKey(e.Group, e.Resource, e.Namespace, e.Name)
-		if e.Type == events.Deleted {
-			ops = append(ops, clientv3.OpDelete(key))
-			continue
+		if m.del {
+			ops = append(ops, clientv3.OpDelete(m.key))
+		} else {
+			ops = append(ops, clientv3.OpPut(m.key, string(m.val)))
 		}
-		val, err := StripResourceVersion(e.Object, e.Revision)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, clientv3.OpPut(key, string(val)))
 	}
-	meta, err := json.Marshal(writeMeta(a.group[0].ev))
-	if err != nil {
-		return fmt.Errorf("replay: revision %d: %w", rev, err)
+	meta := a.group[0].meta
+	if meta == nil {
+		var err error
+		if meta, err = json.Marshal(writeMeta(a.group[0].ev)); err != nil {
+			return fmt.Errorf("replay: revision %d: %w", rev, err)
+		}
 	}
 	ops = append(ops, clientv3.OpPut(events.MetaKey, string(meta)))
-	resp, err := a.dst.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return fmt.Errorf("replay: revision %d: %w", rev, err)
-	}
-	if resp.Header.Revision != rev {
-		return fmt.Errorf("replay: revision %d committed at %d", rev, resp.Header.Revision)
-	}
-	a.head = rev
-	for _, m := range a.group {
-		if err := a.dst.copyMsg(ctx, m.msg); err != nil {
-			return err
+	t := &txn{rev: rev, ops: ops, msgs: a.group}
+	a.group = nil
+	a.next = rev + 1
+	return a.chain.push(ctx, t)
+}
+
+// landed copies the events of a committed revision to the destination log
+// and counts it.
+func (a *applier) landed(ctx context.Context, t *txn) error {
+	if t.pad {
+		a.rep.Pads++
+	} else {
+		for _, m := range t.msgs {
+			if err := a.dst.copyMsg(ctx, m.msg); err != nil {
+				return err
+			}
 		}
+		a.rep.Events += len(t.msgs)
+		a.rep.Revisions++
 	}
-	a.rep.Events += len(a.group)
-	a.rep.Revisions++
-	a.rep.Head = events.Revision(rev)
-	a.group = a.group[:0]
+	a.rep.Head = events.Revision(t.rev)
+	t.ops, t.cmps, t.msgs = nil, nil, nil
 	return nil
 }
 
@@ -129,46 +148,4 @@ func writeMeta(e *events.Event) *events.WriteMeta {
 		CorrelationID: e.CorrelationID, SourceIP: e.SourceIP, Time: e.Time,
 		Key: events.RegistryKey(e.Group, e.Resource, e.Namespace, e.Name),
 	}
-}
-
-// pad commits n puts of PadKey, concurrently (their order does not
-// matter), so that the next transaction gets the next logged revision.
-func (a *applier) pad(ctx context.Context, n int64) error {
-	if n <= 0 {
-		return nil
-	}
-	const workers = 32
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	next := make(chan struct{})
-	for range min(n, workers) {
-		wg.Go(func() {
-			for range next {
-				if _, err := a.dst.cli.Put(ctx, PadKey, ""); err != nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for range n {
-		next <- struct{}{}
-	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return fmt.Errorf("replay: pad: %w", firstErr)
-	}
-	a.head += n
-	a.rep.Pads += int(n)
-	return nil
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }

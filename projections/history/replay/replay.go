@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,11 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/services/embedded"
 )
 
@@ -42,7 +40,7 @@ type Config struct {
 	ToRev  events.Revision
 	ToTime time.Time
 	// Fsync makes every etcd commit durable; without it replay syncs the
-	// file system once at the end.
+	// files of DataDir once at the end.
 	Fsync bool
 	Log   *slog.Logger
 }
@@ -53,7 +51,10 @@ type Report struct {
 	Revisions int             `json:"revisions"`
 	Pads      int             `json:"pads"`
 	Head      events.Revision `json:"head"`
-	Seconds   float64         `json:"seconds"`
+	// Reordered counts the transactions etcd applied before their
+	// predecessor, which replay detected and committed again.
+	Reordered int     `json:"reordered"`
+	Seconds   float64 `json:"seconds"`
 	// EventsPerSecond counts log events applied per second of the whole
 	// run (reading, etcd and the copy of the log).
 	EventsPerSecond float64 `json:"eventsPerSecond"`
@@ -66,7 +67,7 @@ func (c *Config) stop(e *events.Event) bool {
 	return !c.ToTime.IsZero() && e.Time.After(c.ToTime)
 }
 
-// Run replays the log into cfg.DataDir: it starts an embedded etcd there
+// Run replays the log into cfg.DataDir: it starts an etcd member there
 // and applies every logged revision up to the target as one etcd
 // transaction (the objects of that revision and their events.WriteMeta
 // under events.MetaKey, as the apiserver wrote them), padding revisions the
@@ -75,6 +76,12 @@ func (c *Config) stop(e *events.Event) bool {
 // embedded NATS store there, so the publisher of `cairn up` finds the log
 // ending at the replayed head and resumes after it, and `cairn events
 // verify` sees the same events it would have seen on the original.
+//
+// The log is read and decoded in parallel, and the transactions are
+// pipelined through an in-process etcd client, each conditioned on the
+// revision before it (see chain), so that none lands anywhere but on its
+// own revision. A revision that cannot be committed where the log has it
+// fails the replay with ErrDiverged.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -85,6 +92,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	start := time.Now()
+	rep, err := replayInto(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Fsync {
+		// Neither etcd nor the copy of the log synced as they wrote: sync
+		// their files once, now that both have closed them.
+		if err := syncTree(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.EventsPerSecond = float64(rep.Events) / rep.Seconds
+	}
+	cfg.Log.Info("replay: done", "events", rep.Events, "head", rep.Head, "pads", rep.Pads,
+		"reordered", rep.Reordered, "seconds", rep.Seconds)
+	return rep, nil
+}
+
+// replayInto does the replay, with the destination open.
+func replayInto(ctx context.Context, cfg Config) (*Report, error) {
 	dst, err := openDest(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -94,31 +123,49 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &applier{cfg: &cfg, dst: dst, leases: leases, rep: &Report{}}
+	seeds, err := leaseSeeds(ctx, cfg.JS, leases)
+	if err != nil {
+		return nil, err
+	}
+	a := &applier{cfg: &cfg, dst: dst, leases: leases, seeds: seeds, rep: &Report{}}
 	if err := a.run(ctx); err != nil {
 		return nil, err
 	}
-	if err := dst.flush(ctx); err != nil {
+	if err := dst.waitAcks(ctx, 0); err != nil {
 		return nil, err
 	}
-	rep := a.rep
-	rep.Seconds = time.Since(start).Seconds()
-	if rep.Seconds > 0 {
-		rep.EventsPerSecond = float64(rep.Events) / rep.Seconds
-	}
-	cfg.Log.Info("replay: done", "events", rep.Events, "head", rep.Head, "pads", rep.Pads, "seconds", rep.Seconds)
-	return rep, nil
+	return a.rep, nil
+}
+
+// syncTree fsyncs every file and directory under dir.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("replay: sync %s: %w", path, err)
+		}
+		return nil
+	})
 }
 
 // dest is the destination etcd and log.
 type dest struct {
-	etcd *embedded.Etcd
-	cli  *clientv3.Client
-	nats *embedded.NATS
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	futs []jetstream.PubAckFuture
+	etcd    *member
+	js      jetstream.JetStream
+	futs    []jetstream.PubAckFuture // the copies not acknowledged yet, in order
+	closers []func()                 // of what is open, in the order opened
 }
+
+// maxPending bounds the copies in flight, below the client's 4000
+// outstanding asynchronous publishes.
+const maxPending = 2000
 
 func openDest(ctx context.Context, cfg Config) (_ *dest, err error) {
 	d := &dest{}
@@ -127,21 +174,21 @@ func openDest(ctx context.Context, cfg Config) (_ *dest, err error) {
 			d.close()
 		}
 	}()
-	if d.etcd, err = embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: filepath.Join(cfg.DataDir, "etcd"), NoFsync: !cfg.Fsync}); err != nil {
-		return nil, fmt.Errorf("replay: etcd: %w", err)
+	if d.etcd, err = startMember(ctx, filepath.Join(cfg.DataDir, "etcd"), cfg.Fsync); err != nil {
+		return nil, err
 	}
-	d.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{d.etcd.Endpoint()}, DialTimeout: 10 * time.Second,
-		MaxCallSendMsgSize: embedded.MaxRequestBytes, Logger: zap.NewNop()})
+	d.closers = append(d.closers, d.etcd.close)
+	n, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: -1})
 	if err != nil {
-		return nil, fmt.Errorf("replay: etcd client: %w", err)
-	}
-	if d.nats, err = embedded.StartNATS(embedded.NATSConfig{StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: -1}); err != nil {
 		return nil, fmt.Errorf("replay: nats: %w", err)
 	}
-	if d.nc, err = d.nats.Connect(nats.Name("cairn-replay")); err != nil {
+	d.closers = append(d.closers, n.Close)
+	nc, err := n.Connect(nats.Name("cairn-replay"))
+	if err != nil {
 		return nil, fmt.Errorf("replay: nats: %w", err)
 	}
-	if d.js, err = jetstream.New(d.nc); err != nil {
+	d.closers = append(d.closers, nc.Close)
+	if d.js, err = jetstream.New(nc); err != nil {
 		return nil, fmt.Errorf("replay: jetstream: %w", err)
 	}
 	if err := events.EnsureStreams(ctx, d.js, events.StreamConfig{}); err != nil {
@@ -151,17 +198,8 @@ func openDest(ctx context.Context, cfg Config) (_ *dest, err error) {
 }
 
 func (d *dest) close() {
-	if d.nc != nil {
-		d.nc.Close()
-	}
-	if d.nats != nil {
-		d.nats.Close()
-	}
-	if d.cli != nil {
-		d.cli.Close()
-	}
-	if d.etcd != nil {
-		d.etcd.Close()
+	for _, c := range slices.Backward(d.closers) {
+		c()
 	}
 }
 
@@ -176,120 +214,24 @@ func (d *dest) copyMsg(ctx context.Context, m *nats.Msg) error {
 		return fmt.Errorf("replay: copy event: %w", err)
 	}
 	d.futs = append(d.futs, f)
-	if len(d.futs) >= 2000 { // below the client's 4000 outstanding async publishes
-		return d.waitAcks(ctx)
-	}
-	return nil
+	return d.waitAcks(ctx, maxPending)
 }
 
-func (d *dest) waitAcks(ctx context.Context) error {
-	for _, f := range d.futs {
+// waitAcks waits for the oldest copies until at most pending are not
+// acknowledged.
+func (d *dest) waitAcks(ctx context.Context, pending int) error {
+	for len(d.futs) > pending {
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		case <-d.futs[0].Ok():
+		case err := <-d.futs[0].Err():
 			return fmt.Errorf("replay: copy event: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}
-	d.futs = d.futs[:0]
-	return nil
-}
-
-func (d *dest) flush(ctx context.Context) error {
-	if err := d.waitAcks(ctx); err != nil {
-		return err
+		d.futs[0] = nil
+		d.futs = d.futs[1:]
 	}
 	return nil
-}
-
-// srcMsg is one source event with its message.
-type srcMsg struct {
-	pos store.Pos
-	ev  *events.Event
-	msg *nats.Msg
-}
-
-func decode(m jetstream.Msg) (*srcMsg, error) {
-	var e events.Event
-	if err := json.Unmarshal(m.Data(), &e); err != nil {
-		return nil, fmt.Errorf("replay: decode event: %w", err)
-	}
-	pos := store.Pos{Rev: e.Revision}
-	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
-		if p, err := store.ParsePos(id); err == nil {
-			pos = p
-		}
-	}
-	return &srcMsg{pos: pos, ev: &e, msg: &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: m.Headers()}}, nil
-}
-
-// readAll calls fn for every message of stream, in order, until fn
-// returns false or the stream's end as of the start.
-func readAll(ctx context.Context, js jetstream.JetStream, stream string, fn func(*srcMsg) (bool, error)) error {
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
-	}
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	if stream == events.Stream && info.State.FirstSeq > 1 {
-		return fmt.Errorf("replay: stream %s has lost its first %d messages: the log is not complete", stream, info.State.FirstSeq-1)
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
-	}
-	defer it.Stop()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("replay: read %s: %w", stream, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("replay: read %s: %w", stream, err)
-		}
-		sm, err := decode(m)
-		if err != nil {
-			return err
-		}
-		more, err := fn(sm)
-		if err != nil || !more || md.Sequence.Stream >= info.State.LastSeq {
-			return err
-		}
-	}
-}
-
-// readLeases reads the lease stream (the latest state of each lease) up
-// to the target, ordered by position.
-func readLeases(ctx context.Context, cfg Config) ([]*srcMsg, error) {
-	var out []*srcMsg
-	err := readAll(ctx, cfg.JS, events.LeaseStream, func(m *srcMsg) (bool, error) {
-		if !cfg.stop(m.ev) {
-			out = append(out, m)
-		}
-		return true, nil
-	})
-	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b *srcMsg) int {
-		if a.pos.Less(b.pos) {
-			return -1
-		}
-		return 1
-	})
-	return out, nil
 }
 
 // StripResourceVersion turns an event's object back into the value the

@@ -322,29 +322,20 @@ func (t *Tx) Children(owner string) []string {
 // ScanUser calls fn with the summary of every event by user in [from, to],
 // oldest first, until fn returns false.
 func (t *Tx) ScanUser(user string, from, to Pos, fn func(Summary) bool) error {
-	prefix := append([]byte(user), 0)
-	c := t.tx.Bucket(bUser).Cursor()
-	for k, v := c.Seek(append(prefix, from.bytes()...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if to.Less(decodePos(k[len(prefix):])) {
-			return nil
-		}
-		s, err := decodeSummary(v)
-		if err != nil {
-			return err
-		}
-		if !fn(s) {
-			return nil
-		}
-	}
-	return nil
+	return scanSummaries(t.tx.Bucket(bUser).Cursor(), append([]byte(user), 0), from, to, fn)
 }
 
 // ScanAll calls fn with the summary of every event in [from, to], oldest
 // first, until fn returns false.
 func (t *Tx) ScanAll(from, to Pos, fn func(Summary) bool) error {
-	c := t.tx.Bucket(bSum).Cursor()
-	for k, v := c.Seek(from.bytes()); k != nil; k, v = c.Next() {
-		if to.Less(decodePos(k)) {
+	return scanSummaries(t.tx.Bucket(bSum).Cursor(), nil, from, to, fn)
+}
+
+// scanSummaries walks the summaries under prefix, keyed by position after
+// the prefix, from from to to.
+func scanSummaries(c *bolt.Cursor, prefix []byte, from, to Pos, fn func(Summary) bool) error {
+	for k, v := c.Seek(append(prefix[:len(prefix):len(prefix)], from.bytes()...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if to.Less(decodePos(k[len(prefix):])) {
 			return nil
 		}
 		s, err := decodeSummary(v)

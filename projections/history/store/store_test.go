@@ -8,26 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/projections/history/historytest"
 	"github.com/cairn-dev/cairn/projections/history/store"
-	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
-
-func startLog(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	n := embeddedtest.StartNATS(t)
-	js, err := jetstream.New(n.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := events.EnsureStreams(t.Context(), js, events.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
 
 func genPods(g *historytest.Gen, from, n int) []*events.Event {
 	var out []*events.Event
@@ -75,7 +59,7 @@ func countAll(t *testing.T, st *store.Store) int {
 // starts again on the same file and checks that every event is stored
 // exactly once; then rebuilds from scratch and gets the same.
 func TestRestartCatchUp(t *testing.T) {
-	js := startLog(t)
+	js := historytest.StartLog(t)
 	g := historytest.NewGen()
 	first := genPods(g, 0, 200) // 800 events
 	if err := historytest.Publish(t.Context(), js, first); err != nil {
@@ -138,7 +122,7 @@ func TestRestartCatchUp(t *testing.T) {
 // TestFollow checks that a running ingester stores new events as they are
 // published and signals each commit.
 func TestFollow(t *testing.T) {
-	js := startLog(t)
+	js := historytest.StartLog(t)
 	st, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +152,7 @@ func TestFollow(t *testing.T) {
 
 // TestIndexes checks every index on a small log.
 func TestIndexes(t *testing.T) {
-	js := startLog(t)
+	js := historytest.StartLog(t)
 	g := historytest.NewGen()
 	evs := genPods(g, 0, 3) // pods 0..2: revisions 2..13
 	if err := historytest.Publish(t.Context(), js, evs); err != nil {

@@ -18,6 +18,8 @@ type Change struct {
 
 func (c Change) String() string {
 	switch {
+	case c.Old == "" && c.New == "":
+		return c.Path // "(3 more)"
 	case c.Old == "":
 		return c.Path + ": +" + c.New
 	case c.New == "":

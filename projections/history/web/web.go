@@ -103,18 +103,26 @@ func keyOf(r *http.Request) (store.ObjKey, error) {
 	return store.ObjKey{Group: g, Resource: res, Namespace: q.Get("namespace"), Name: q.Get("name")}, nil
 }
 
+// answer runs query in a read transaction and writes its result, or its
+// error.
+func answer[T any](h *handler, w http.ResponseWriter, query func(tx *store.Tx) (T, error)) {
+	var v T
+	err := h.st.View(func(tx *store.Tx) (err error) {
+		v, err = query(tx)
+		return err
+	})
+	writeJSON(w, v, err)
+}
+
 func (h *handler) timeline(w http.ResponseWriter, r *http.Request) {
 	key, err := keyOf(r)
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
 	}
-	var tl *timeline.Timeline
-	err = h.st.View(func(tx *store.Tx) (err error) {
-		tl, err = timeline.Build(tx, timeline.Options{Key: key, UID: r.URL.Query().Get("uid")})
-		return err
+	answer(h, w, func(tx *store.Tx) (*timeline.Timeline, error) {
+		return timeline.Build(tx, timeline.Options{Key: key, UID: r.URL.Query().Get("uid")})
 	})
-	writeJSON(w, tl, err)
 }
 
 // ParseSince reads a duration before now ("10m") or an RFC 3339 time.
@@ -150,12 +158,7 @@ func (h *handler) audit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	var res *audit.Result
-	err = h.st.View(func(tx *store.Tx) (err error) {
-		res, err = audit.Run(tx, q)
-		return err
-	})
-	writeJSON(w, res, err)
+	answer(h, w, func(tx *store.Tx) (*audit.Result, error) { return audit.Run(tx, q) })
 }
 
 func point(s string) (travel.Point, error) {
@@ -182,56 +185,40 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	if q.Get("name") == "" {
-		g, res, err := Resolve(q.Get("kind"))
+	if q.Get("name") != "" {
+		key, err := keyOf(r)
 		if err != nil {
 			writeJSON(w, nil, err)
 			return
 		}
-		out := listResult{Items: []travel.State{}}
-		err = h.st.View(func(tx *store.Tx) error {
-			rev, items, err := travel.List(tx, g, res, q.Get("namespace"), at)
-			out.Revision, out.Items = int64(rev), append(out.Items, items...)
-			return err
-		})
-		writeJSON(w, out, err)
+		answer(h, w, func(tx *store.Tx) (*travel.State, error) { return travel.Get(tx, key, at) })
 		return
 	}
-	key, err := keyOf(r)
+	g, res, err := Resolve(q.Get("kind"))
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
 	}
-	var st *travel.State
-	err = h.st.View(func(tx *store.Tx) (err error) {
-		st, err = travel.Get(tx, key, at)
-		return err
+	answer(h, w, func(tx *store.Tx) (listResult, error) {
+		rev, items, err := travel.List(tx, g, res, q.Get("namespace"), at)
+		return listResult{Revision: int64(rev), Items: append([]travel.State{}, items...)}, err
 	})
-	writeJSON(w, st, err)
 }
 
 func (h *handler) diff(w http.ResponseWriter, r *http.Request) {
+	var from, to travel.Point
 	key, err := keyOf(r)
+	if err == nil {
+		from, err = point(r.URL.Query().Get("from"))
+	}
+	if err == nil {
+		to, err = point(r.URL.Query().Get("to"))
+	}
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
 	}
-	from, err := point(r.URL.Query().Get("from"))
-	if err != nil {
-		writeJSON(w, nil, err)
-		return
-	}
-	to, err := point(r.URL.Query().Get("to"))
-	if err != nil {
-		writeJSON(w, nil, err)
-		return
-	}
-	var d *travel.Delta
-	err = h.st.View(func(tx *store.Tx) (err error) {
-		d, err = travel.Diff(tx, key, from, to)
-		return err
-	})
-	writeJSON(w, d, err)
+	answer(h, w, func(tx *store.Tx) (*travel.Delta, error) { return travel.Diff(tx, key, from, to) })
 }
 
 func (h *handler) objects(w http.ResponseWriter, r *http.Request) {
@@ -240,15 +227,14 @@ func (h *handler) objects(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	names := []store.ObjKey{}
-	err = h.st.View(func(tx *store.Tx) error {
+	answer(h, w, func(tx *store.Tx) ([]store.ObjKey, error) {
+		names := []store.ObjKey{}
 		_, items, err := travel.List(tx, g, res, r.URL.Query().Get("namespace"), travel.Point{})
 		for _, it := range items {
 			names = append(names, it.Key)
 		}
-		return err
+		return names, err
 	})
-	writeJSON(w, names, err)
 }
 
 func (h *handler) progress(w http.ResponseWriter, _ *http.Request) {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/projections/history/historytest"
@@ -20,21 +18,6 @@ import (
 )
 
 const chromium = "/usr/bin/chromium"
-
-func deployment(name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1"}}},
-			},
-		},
-	}
-}
 
 func waitReady(t *testing.T, c *historytest.Cluster, n int32) {
 	t.Helper()
@@ -88,7 +71,7 @@ func TestTimelinePage(t *testing.T) {
 		t.Skip("chromium not installed (apt-get install -y chromium)")
 	}
 	c := historytest.StartCluster(t)
-	if _, err := c.Alice.AppsV1().Deployments("default").Create(t.Context(), deployment("web", 5), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Alice.AppsV1().Deployments("default").Create(t.Context(), historytest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, c, 5)

@@ -13,10 +13,17 @@
 // pods: requested resources (Requested, and NonZeroRequested with kube's
 // 100m / 200Mi defaults for scoring), host ports in use, images present.
 // The Snapshot is updated incrementally (AddNode, RemoveNode, AddPod,
-// RemovePod), never rebuilt per pod. It also lists the nodes that have
-// pods with pod affinity or required anti-affinity, so that the
-// inter-pod affinity checks of a pod without affinity of its own only visit
-// those.
+// RemovePod), never rebuilt per pod. It also keeps indexes (index.go) so
+// that inter-pod affinity and topology spread cost what the pod at hand
+// concerns, not the size of the cluster: counted pods by (namespace,
+// label key=value) (EachPodMatching: the pods a selector selects), the
+// (anti-)affinity terms of counted pods filed by the label values their
+// selectors require (EachAntiAffinityTerm, EachScoringTerm: the terms that
+// select a given pod); and it interns the nodes' label keys and values as
+// small integers (topology.go: TopologyKey, NodeInfo.TopologyValue,
+// TopologyDomains), so that counting per topology domain costs an index,
+// not a label-map lookup, per node. Topology values are read from the node
+// when a cycle counts, so a node's label change re-indexes no pod.
 //
 // A PodInfo is a pod with what every cycle needs computed once: its
 // priority, its requests (containers summed, sidecars added, raised to the
@@ -32,9 +39,12 @@
 //     its Filter when it has nothing to check.
 //  2. Filter: each node is checked by the Filter plugins in order, stopping at
 //     the first rejection, whose reasons explain that node. Nodes are visited
-//     from where the previous cycle stopped, in parallel, and filtering stops
-//     once NumFeasibleNodesToFind nodes fit (kube's percentageOfNodesToScore:
-//     all nodes up to 100, then an adaptive share).
+//     from where the previous cycle stopped, in parallel (workers take 8
+//     nodes at a time), and filtering stops once NumFeasibleNodesToFind
+//     nodes fit (kube's percentageOfNodesToScore: all nodes up to 100, then
+//     an adaptive share). Plugins return shared, pre-tagged statuses for
+//     their rejections (Status.WithPlugin), and the statuses are gathered
+//     into the Diagnosis only when no node fits.
 //  3. With no feasible node Schedule returns a *FitError, whose message is
 //     kube-scheduler's: "0/5 nodes are available: 3 Insufficient cpu, 2
 //     node(s) had untolerated taint {dedicated: gpu}." The caller appends
@@ -60,5 +70,6 @@
 // Snapshot and NodeInfo are not locked: the owner (the scheduler's cache)
 // takes a write lock to change them and a read lock around Schedule.
 // Filter and Score plugins run concurrently on different nodes and only
-// read. One Framework runs one Schedule at a time.
+// read. One Framework runs one Schedule at a time (it reuses its scratch
+// buffers from cycle to cycle).
 package framework

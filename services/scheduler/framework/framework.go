@@ -50,6 +50,11 @@ type Framework struct {
 	mu        sync.Mutex
 	rnd       *rand.Rand
 	nextStart int
+	// Scratch space of findFeasible and prioritize, reused across cycles.
+	rejected []*Status
+	found    []feasibleNode
+	feasible []*NodeInfo
+	scoreBuf []NodeScore
 }
 
 type weighted struct {
@@ -151,11 +156,17 @@ func (f *Framework) RunPreFilter(ctx context.Context, state *CycleState, pod *Po
 	for _, p := range f.preFilters {
 		st := p.PreFilter(ctx, state, pod, snap)
 		if st.IsSkip() {
-			state.skip["filter:"+p.Name()] = true
+			state.skipFilter[p.Name()] = true
 			continue
 		}
 		if !st.IsSuccess() {
 			return st.WithPlugin(p.Name())
+		}
+	}
+	state.filters = make([]FilterPlugin, 0, len(f.filters))
+	for _, p := range f.filters {
+		if !state.skipFilter[p.Name()] {
+			state.filters = append(state.filters, p)
 		}
 	}
 	return nil
@@ -190,10 +201,11 @@ func (f *Framework) RunFilters(state *CycleState, pod *PodInfo, ni *NodeInfo, sn
 }
 
 func (f *Framework) runFilterPlugins(state *CycleState, pod *PodInfo, ni *NodeInfo) *Status {
-	for _, p := range f.filters {
-		if state.skip["filter:"+p.Name()] {
-			continue
-		}
+	filters := state.filters
+	if filters == nil {
+		filters = f.filters
+	}
+	for _, p := range filters {
 		if st := p.Filter(state, pod, ni); !st.IsSuccess() {
 			return st.WithPlugin(p.Name())
 		}
@@ -204,7 +216,7 @@ func (f *Framework) runFilterPlugins(state *CycleState, pod *PodInfo, ni *NodeIn
 // RunAddPod tells the PreFilter plugins' state that add now runs on node.
 func (f *Framework) RunAddPod(state *CycleState, pod, add *PodInfo, ni *NodeInfo) *Status {
 	for _, p := range f.preFilters {
-		if ext, ok := p.(PreFilterExtensions); ok && !state.skip["filter:"+p.Name()] {
+		if ext, ok := p.(PreFilterExtensions); ok && !state.skipFilter[p.Name()] {
 			if st := ext.AddPod(state, pod, add, ni); !st.IsSuccess() {
 				return st.WithPlugin(p.Name())
 			}
@@ -217,7 +229,7 @@ func (f *Framework) RunAddPod(state *CycleState, pod, add *PodInfo, ni *NodeInfo
 // runs on node.
 func (f *Framework) RunRemovePod(state *CycleState, pod, remove *PodInfo, ni *NodeInfo) *Status {
 	for _, p := range f.preFilters {
-		if ext, ok := p.(PreFilterExtensions); ok && !state.skip["filter:"+p.Name()] {
+		if ext, ok := p.(PreFilterExtensions); ok && !state.skipFilter[p.Name()] {
 			if st := ext.RemovePod(state, pod, remove, ni); !st.IsSuccess() {
 				return st.WithPlugin(p.Name())
 			}
@@ -239,43 +251,71 @@ func (f *Framework) NumFeasibleNodesToFind(n int) int {
 	return max(n*pct/100, minFeasibleNodesToFind)
 }
 
+// filterChunk is how many nodes a filtering worker takes at a time.
+const filterChunk = 8
+
 type feasibleNode struct {
 	pos int
 	ni  *NodeInfo
 }
 
 // findFeasible filters nodes from f.nextStart on, in parallel, until it
-// has found NumFeasibleNodesToFind or checked every node. Rejections go
-// into diag.
+// has found NumFeasibleNodesToFind or checked every node. Rejections are
+// kept per node position and go into diag only when no node fits (the
+// only case anyone reads them).
 func (f *Framework) findFeasible(ctx context.Context, state *CycleState, pod *PodInfo, snap *Snapshot, diag *Diagnosis) ([]*NodeInfo, int, error) {
 	n := len(snap.Nodes)
 	want := int32(f.NumFeasibleNodesToFind(n))
 	start := f.nextStart % n
-	found := make([]feasibleNode, want)
+	if cap(f.found) < int(want) {
+		f.found = make([]feasibleNode, want)
+	}
+	found := f.found[:want]
+	if cap(f.rejected) < n {
+		f.rejected = make([]*Status, n)
+	}
+	rejected := f.rejected[:n]
+	defer clear(rejected)
 	var count, next, processed atomic.Int32
 	var mu sync.Mutex
 	var firstErr error
 	worker := func() {
+		done := int32(0)
+		defer func() { processed.Add(done) }()
+		// Nodes are taken, and feasible ones recorded, filterChunk at a
+		// time: an atomic add per node costs more than a cheap filter when
+		// workers contend for it.
+		var fit [filterChunk]feasibleNode
 		for ctx.Err() == nil && count.Load() < want {
-			i := int(next.Add(1)) - 1
-			if i >= n {
+			lo := int(next.Add(filterChunk)) - filterChunk
+			k := 0
+			for i := lo; i < min(lo+filterChunk, n); i++ {
+				ni := snap.Nodes[(start+i)%n]
+				st := f.RunFilters(state, pod, ni, snap)
+				done++
+				if st.IsSuccess() {
+					fit[k] = feasibleNode{pos: i, ni: ni}
+					k++
+					continue
+				}
+				rejected[i] = st
+				if st.Code() == Error {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("framework: filter %s on %s: %w", st.Plugin(), ni.Name(), st.AsError())
+					}
+					mu.Unlock()
+				}
+			}
+			if k > 0 {
+				end := count.Add(int32(k))
+				for j := end - int32(k); j < min(end, want); j++ {
+					found[j] = fit[j-(end-int32(k))]
+				}
+			}
+			if lo+filterChunk >= n {
 				return
 			}
-			ni := snap.Nodes[(start+i)%n]
-			st := f.RunFilters(state, pod, ni, snap)
-			processed.Add(1)
-			if st.IsSuccess() {
-				if k := count.Add(1); k <= want {
-					found[k-1] = feasibleNode{pos: i, ni: ni}
-				}
-				continue
-			}
-			mu.Lock()
-			if st.Code() == Error && firstErr == nil {
-				firstErr = fmt.Errorf("framework: filter %s on %s: %w", st.Plugin(), ni.Name(), st.AsError())
-			}
-			diag.NodeToStatus[ni.Name()] = st
-			mu.Unlock()
 		}
 	}
 	parallel(f.opts.Parallelism, n, worker)
@@ -287,11 +327,20 @@ func (f *Framework) findFeasible(ctx context.Context, state *CycleState, pod *Po
 	}
 	f.nextStart = (start + int(processed.Load())) % n
 	out := found[:min(count.Load(), want)]
-	sort.Slice(out, func(a, b int) bool { return out[a].pos < out[b].pos })
-	nodes := make([]*NodeInfo, len(out))
-	for i, fn := range out {
-		nodes[i] = fn.ni
+	if len(out) == 0 {
+		for i, st := range rejected {
+			if st != nil {
+				diag.NodeToStatus[snap.Nodes[(start+i)%n].Name()] = st
+			}
+		}
 	}
+	sort.Slice(out, func(a, b int) bool { return out[a].pos < out[b].pos })
+	nodes := f.feasible[:0]
+	for _, fn := range out {
+		nodes = append(nodes, fn.ni)
+	}
+	f.feasible = nodes
+	clear(out)
 	return nodes, int(processed.Load()), nil
 }
 

@@ -103,31 +103,62 @@ type StateData interface {
 // plugin name. Writes happen in PreFilter/PreScore (one goroutine); Filter
 // and Score only read.
 type CycleState struct {
-	data map[string]StateData
-	skip map[string]bool
+	// data holds each plugin's state: a short list searched linearly,
+	// cheaper than a map lookup (a string hash) for every Filter call.
+	data []stateEntry
+	// skipFilter / skipScore name the plugins whose PreFilter / PreScore
+	// returned Skip.
+	skipFilter, skipScore map[string]bool
+	// filters are the Filter plugins to run (those not skipped), set by
+	// RunPreFilter; nil before.
+	filters []FilterPlugin
+}
+
+type stateEntry struct {
+	key  string
+	data StateData
 }
 
 // NewCycleState returns an empty state.
 func NewCycleState() *CycleState {
-	return &CycleState{data: map[string]StateData{}, skip: map[string]bool{}}
+	return &CycleState{skipFilter: map[string]bool{}, skipScore: map[string]bool{}}
 }
 
 // Read returns the data stored under key, nil if none.
-func (c *CycleState) Read(key string) StateData { return c.data[key] }
+func (c *CycleState) Read(key string) StateData {
+	for i := range c.data {
+		if c.data[i].key == key {
+			return c.data[i].data
+		}
+	}
+	return nil
+}
 
 // Write stores data under key.
-func (c *CycleState) Write(key string, d StateData) { c.data[key] = d }
+func (c *CycleState) Write(key string, d StateData) {
+	for i := range c.data {
+		if c.data[i].key == key {
+			c.data[i].data = d
+			return
+		}
+	}
+	c.data = append(c.data, stateEntry{key, d})
+}
 
 // Clone deep-copies the state (each StateData through its Clone).
 func (c *CycleState) Clone() *CycleState {
-	n := &CycleState{data: make(map[string]StateData, len(c.data)), skip: make(map[string]bool, len(c.skip))}
-	for k, v := range c.data {
-		if v != nil {
-			n.data[k] = v.Clone()
+	n := &CycleState{data: make([]stateEntry, 0, len(c.data)), skipFilter: make(map[string]bool, len(c.skipFilter)),
+		skipScore: make(map[string]bool, len(c.skipScore)), filters: c.filters}
+	for _, e := range c.data {
+		if e.data != nil {
+			n.data = append(n.data, stateEntry{e.key, e.data.Clone()})
 		}
 	}
-	for k, v := range c.skip {
-		n.skip[k] = v
+	for k, v := range c.skipFilter {
+		n.skipFilter[k] = v
+	}
+	for k, v := range c.skipScore {
+		n.skipScore[k] = v
 	}
 	return n
 }

@@ -16,10 +16,6 @@ type NodeInfo struct {
 	// pods were seen before the node.
 	Node *corev1.Node
 	Pods []*PodInfo
-	// PodsWithAffinity are the pods with any pod (anti-)affinity term;
-	// PodsWithRequiredAntiAffinity those with a required anti-affinity term.
-	PodsWithAffinity             []*PodInfo
-	PodsWithRequiredAntiAffinity []*PodInfo
 
 	// Requested is the sum of the pods' requests; NonZeroRequested the same
 	// with the scoring defaults. Allocatable is the node's.
@@ -30,6 +26,10 @@ type NodeInfo struct {
 	Images map[string]int64
 	// Generation increases with every change.
 	Generation int64
+
+	// topo are the interned values of the node's labels, by key id (see
+	// topology.go); set by the Snapshot.
+	topo []int32
 }
 
 // NewNodeInfo returns a NodeInfo for node (which may be nil) with pods.
@@ -73,12 +73,6 @@ func (ni *NodeInfo) SetNode(node *corev1.Node) {
 // AddPod counts pod on the node.
 func (ni *NodeInfo) AddPod(pi *PodInfo) {
 	ni.Pods = append(ni.Pods, pi)
-	if pi.HasAffinity() {
-		ni.PodsWithAffinity = append(ni.PodsWithAffinity, pi)
-	}
-	if len(pi.RequiredAntiAffinity) > 0 {
-		ni.PodsWithRequiredAntiAffinity = append(ni.PodsWithRequiredAntiAffinity, pi)
-	}
 	ni.Requested.Plus(pi.Requests)
 	ni.NonZeroRequested.Plus(pi.NonZero)
 	for _, hp := range pi.HostPorts {
@@ -96,12 +90,6 @@ func (ni *NodeInfo) RemovePod(key string) bool {
 	}
 	pi := ni.Pods[i]
 	ni.Pods = removeAt(ni.Pods, i)
-	if j := indexOf(ni.PodsWithAffinity, key); j >= 0 {
-		ni.PodsWithAffinity = removeAt(ni.PodsWithAffinity, j)
-	}
-	if j := indexOf(ni.PodsWithRequiredAntiAffinity, key); j >= 0 {
-		ni.PodsWithRequiredAntiAffinity = removeAt(ni.PodsWithRequiredAntiAffinity, j)
-	}
 	ni.Requested.Minus(pi.Requests)
 	ni.NonZeroRequested.Minus(pi.NonZero)
 	for _, hp := range pi.HostPorts {
@@ -125,16 +113,15 @@ func (ni *NodeInfo) Pod(key string) *PodInfo {
 // themselves are shared: they are immutable).
 func (ni *NodeInfo) Clone() *NodeInfo {
 	c := &NodeInfo{
-		Node:                         ni.Node,
-		Pods:                         append([]*PodInfo(nil), ni.Pods...),
-		PodsWithAffinity:             append([]*PodInfo(nil), ni.PodsWithAffinity...),
-		PodsWithRequiredAntiAffinity: append([]*PodInfo(nil), ni.PodsWithRequiredAntiAffinity...),
-		Requested:                    ni.Requested,
-		NonZeroRequested:             ni.NonZeroRequested,
-		Allocatable:                  ni.Allocatable,
-		UsedPorts:                    make(map[HostPort]int, len(ni.UsedPorts)),
-		Images:                       ni.Images,
-		Generation:                   ni.Generation,
+		Node:             ni.Node,
+		Pods:             append([]*PodInfo(nil), ni.Pods...),
+		Requested:        ni.Requested,
+		NonZeroRequested: ni.NonZeroRequested,
+		Allocatable:      ni.Allocatable,
+		UsedPorts:        make(map[HostPort]int, len(ni.UsedPorts)),
+		Images:           ni.Images,
+		Generation:       ni.Generation,
+		topo:             ni.topo,
 	}
 	for k, v := range ni.UsedPorts {
 		c.UsedPorts[k] = v

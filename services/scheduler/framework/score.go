@@ -7,12 +7,12 @@ import (
 )
 
 // prioritize runs PreScore, Score and NormalizeScore and returns the
-// weighted total per feasible node.
+// weighted total per feasible node, in a buffer the next cycle reuses.
 func (f *Framework) prioritize(ctx context.Context, state *CycleState, pod *PodInfo, snap *Snapshot, nodes []*NodeInfo) ([]NodeScore, error) {
 	for _, p := range f.preScores {
 		st := p.PreScore(ctx, state, pod, snap, nodes)
 		if st.IsSkip() {
-			state.skip["score:"+p.Name()] = true
+			state.skipScore[p.Name()] = true
 			continue
 		}
 		if !st.IsSuccess() {
@@ -21,13 +21,19 @@ func (f *Framework) prioritize(ctx context.Context, state *CycleState, pod *PodI
 	}
 	var active []weighted
 	for _, p := range f.scores {
-		if !state.skip["score:"+p.Name()] {
+		if !state.skipScore[p.Name()] {
 			active = append(active, p)
 		}
 	}
+	// One buffer, reused across cycles (Schedule holds f.mu).
+	size := (len(active) + 1) * len(nodes)
+	if cap(f.scoreBuf) < size {
+		f.scoreBuf = make([]NodeScore, size)
+	}
+	buf := f.scoreBuf[:size]
 	perPlugin := make([][]NodeScore, len(active))
 	for i := range perPlugin {
-		perPlugin[i] = make([]NodeScore, len(nodes))
+		perPlugin[i] = buf[i*len(nodes) : (i+1)*len(nodes)]
 	}
 	var next atomic.Int32
 	var failed atomic.Pointer[Status]
@@ -50,9 +56,9 @@ func (f *Framework) prioritize(ctx context.Context, state *CycleState, pod *PodI
 	if st := failed.Load(); st != nil {
 		return nil, fmt.Errorf("framework: score %s: %w", st.Plugin(), st.AsError())
 	}
-	totals := make([]NodeScore, len(nodes))
+	totals := buf[len(active)*len(nodes):]
 	for i, ni := range nodes {
-		totals[i].Name = ni.Name()
+		totals[i] = NodeScore{Name: ni.Name()}
 	}
 	for j, p := range active {
 		if norm, ok := p.ScorePlugin.(ScoreNormalizer); ok {
@@ -104,5 +110,6 @@ func (f *Framework) ScoreNodes(ctx context.Context, pod *PodInfo, snap *Snapshot
 	if len(feasible) == 0 {
 		return nil, nil
 	}
-	return f.prioritize(ctx, state, pod, snap, feasible)
+	scores, err := f.prioritize(ctx, state, pod, snap, feasible)
+	return append([]NodeScore(nil), scores...), err
 }

@@ -13,19 +13,23 @@ type Snapshot struct {
 	// Nodes are the schedulable candidates: nodes that exist (Node != nil).
 	Nodes  []*NodeInfo
 	byName map[string]*NodeInfo
-	// withAffinity / withRequiredAnti are the nodes having pods with any
-	// pod (anti-)affinity / with required anti-affinity.
-	withAffinity, withRequiredAnti []*NodeInfo
 	// imageNodes counts, per normalised image, the nodes that have it.
 	imageNodes map[string]int
 	// nominated are pods nominated to a node by preemption, not yet bound.
 	nominated map[string][]*PodInfo
+	// The indexes of index.go: counted pods by label, placed pods'
+	// required anti-affinity terms and scoring terms; and the interned node
+	// labels of topology.go.
+	pods                  podIndex
+	antiTerms, scoreTerms termIndex
+	topo                  topology
 }
 
 // NewSnapshot builds a snapshot from nodes and pods; pods with
 // spec.nodeName are counted on their node.
 func NewSnapshot(nodes []*corev1.Node, pods []*corev1.Pod) *Snapshot {
-	s := &Snapshot{byName: map[string]*NodeInfo{}, imageNodes: map[string]int{}, nominated: map[string][]*PodInfo{}}
+	s := &Snapshot{byName: map[string]*NodeInfo{}, imageNodes: map[string]int{}, nominated: map[string][]*PodInfo{},
+		pods: newPodIndex(), antiTerms: newTermIndex(), scoreTerms: newTermIndex(), topo: newTopology()}
 	for _, n := range nodes {
 		s.AddNode(n)
 	}
@@ -48,13 +52,6 @@ func (s *Snapshot) NodeInfo(name string) *NodeInfo {
 // NumNodes is the number of nodes.
 func (s *Snapshot) NumNodes() int { return len(s.Nodes) }
 
-// HavePodsWithAffinity are the nodes with pods having pod (anti-)affinity.
-func (s *Snapshot) HavePodsWithAffinity() []*NodeInfo { return s.withAffinity }
-
-// HavePodsWithRequiredAntiAffinity are the nodes with pods having required
-// pod anti-affinity.
-func (s *Snapshot) HavePodsWithRequiredAntiAffinity() []*NodeInfo { return s.withRequiredAnti }
-
 // ImageNodes is the number of nodes that have image (normalised).
 func (s *Snapshot) ImageNodes(image string) int { return s.imageNodes[image] }
 
@@ -69,10 +66,11 @@ func (s *Snapshot) AddNode(node *corev1.Node) {
 		s.Nodes = append(s.Nodes, ni)
 	} else {
 		s.countImages(ni, -1)
+		s.unsetTopology(ni)
 	}
 	ni.SetNode(node)
 	s.countImages(ni, 1)
-	s.refreshAffinityLists()
+	s.setTopology(ni)
 }
 
 // RemoveNode removes a node. Pods still counted on it stay (on a NodeInfo
@@ -83,6 +81,7 @@ func (s *Snapshot) RemoveNode(name string) {
 		return
 	}
 	s.countImages(ni, -1)
+	s.unsetTopology(ni)
 	for i, n := range s.Nodes {
 		if n == ni {
 			s.Nodes[i] = s.Nodes[len(s.Nodes)-1]
@@ -94,7 +93,6 @@ func (s *Snapshot) RemoveNode(name string) {
 	if len(ni.Pods) == 0 {
 		delete(s.byName, name)
 	}
-	s.refreshAffinityLists()
 }
 
 // AddPod counts a pod on a node (known or not yet).
@@ -105,9 +103,7 @@ func (s *Snapshot) AddPod(pi *PodInfo, nodeName string) {
 		s.byName[nodeName] = ni
 	}
 	ni.AddPod(pi)
-	if pi.HasAffinity() {
-		s.refreshAffinityLists()
-	}
+	s.indexPod(pi, ni)
 }
 
 // RemovePod stops counting a pod on a node; it reports whether it was there.
@@ -121,11 +117,9 @@ func (s *Snapshot) RemovePod(key, nodeName string) bool {
 		return false
 	}
 	ni.RemovePod(key)
+	s.unindexPod(pi)
 	if ni.Node == nil && len(ni.Pods) == 0 {
 		delete(s.byName, nodeName)
-	}
-	if pi.HasAffinity() {
-		s.refreshAffinityLists()
 	}
 	return true
 }
@@ -156,18 +150,6 @@ func (s *Snapshot) countImages(ni *NodeInfo, d int) {
 	for img := range ni.Images {
 		if s.imageNodes[img] += d; s.imageNodes[img] <= 0 {
 			delete(s.imageNodes, img)
-		}
-	}
-}
-
-func (s *Snapshot) refreshAffinityLists() {
-	s.withAffinity, s.withRequiredAnti = s.withAffinity[:0], s.withRequiredAnti[:0]
-	for _, ni := range s.Nodes {
-		if len(ni.PodsWithAffinity) > 0 {
-			s.withAffinity = append(s.withAffinity, ni)
-		}
-		if len(ni.PodsWithRequiredAntiAffinity) > 0 {
-			s.withRequiredAnti = append(s.withRequiredAnti, ni)
 		}
 	}
 }

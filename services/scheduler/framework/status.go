@@ -97,9 +97,12 @@ func (s *Status) Plugin() string {
 	return s.plugin
 }
 
-// WithPlugin sets the plugin name and returns s.
+// WithPlugin sets the plugin name and returns s. A status that already
+// names the plugin is not written to, so a plugin may return one shared,
+// pre-tagged status (NewStatus(...).WithPlugin(name)) from concurrent
+// Filter calls instead of allocating one per rejected node.
 func (s *Status) WithPlugin(name string) *Status {
-	if s != nil {
+	if s != nil && s.plugin != name {
 		s.plugin = name
 	}
 	return s

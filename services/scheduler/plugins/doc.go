@@ -22,7 +22,12 @@
 //	ImageLocality (1)          images already on the node
 //
 // Default returns them in kube's order; NewDefaultFramework builds a
-// framework with them. Not implemented: extended resources, volumes,
+// framework with them. InterPodAffinity and PodTopologySpread count per
+// topology domain from the snapshot's indexes (framework/index.go,
+// topology.go): only the pods their selectors can select and the placed
+// terms that can select the pod are visited, and domains are interned
+// integers, so a cycle costs what the pod concerns, not the number of pods
+// in the cluster. Not implemented: extended resources, volumes,
 // namespaceSelector with labels (an empty selector means all namespaces),
 // cluster-level default spread constraints, PodDisruptionBudgets.
 package plugins

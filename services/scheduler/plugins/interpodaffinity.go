@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,6 +19,12 @@ const (
 	ErrReasonExistingAntiAffinity = "node(s) didn't satisfy existing pods anti-affinity rules"
 	ErrReasonAffinity             = "node(s) didn't match pod affinity rules"
 	ErrReasonAntiAffinity         = "node(s) didn't match pod anti-affinity rules"
+)
+
+var (
+	statusAffinity             = fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonAffinity).WithPlugin(InterPodAffinityName)
+	statusAntiAffinity         = fw.NewStatus(fw.Unschedulable, ErrReasonAntiAffinity).WithPlugin(InterPodAffinityName)
+	statusExistingAntiAffinity = fw.NewStatus(fw.Unschedulable, ErrReasonExistingAntiAffinity).WithPlugin(InterPodAffinityName)
 )
 
 // HardPodAffinityWeight is the score weight an existing pod's required
@@ -40,39 +47,67 @@ var (
 
 func (InterPodAffinity) Name() string { return InterPodAffinityName }
 
-type topologyPair struct{ key, value string }
+// domainCounts counts pods per topology domain (interned: see
+// framework/topology.go).
+type domainCounts map[fw.DomainID]int64
 
-type pairCounts map[topologyPair]int64
-
-func (m pairCounts) update(node *corev1.Node, key string, d int64) {
-	if v, ok := node.Labels[key]; ok {
-		p := topologyPair{key, v}
-		if m[p] += d; m[p] == 0 {
-			delete(m, p)
+// update adds d in ni's domain of key id k, if ni has the label.
+func (m domainCounts) update(ni *fw.NodeInfo, k int32, d int64) {
+	if dom, ok := ni.Domain(k); ok {
+		if m[dom] += d; m[dom] == 0 {
+			delete(m, dom)
 		}
 	}
 }
 
-func (m pairCounts) clone() pairCounts {
-	c := make(pairCounts, len(m))
+func (m domainCounts) clone() domainCounts {
+	c := make(domainCounts, len(m))
 	for k, v := range m {
 		c[k] = v
 	}
 	return c
 }
 
+// keyIDs are the key ids of terms' topology keys (-1: no node has it).
+func keyIDs(snap *fw.Snapshot, terms []fw.AffinityTerm) []int32 {
+	out := make([]int32, len(terms))
+	for i := range terms {
+		k, ok := snap.TopologyKey(terms[i].TopologyKey)
+		if !ok {
+			k = -1
+		}
+		out[i] = k
+	}
+	return out
+}
+
 type affinityState struct {
+	snap *fw.Snapshot
 	// existingAnti counts, per domain, existing pods whose required
-	// anti-affinity matches the incoming pod.
-	existingAnti pairCounts
+	// anti-affinity matches the incoming pod; antiKeys are the key ids it
+	// has domains of (so Filter looks up only those).
+	existingAnti domainCounts
+	antiKeys     []int32
 	// affinity counts, per domain of each required affinity term, the pods
 	// matching all the incoming pod's terms; anti those matching any
-	// required anti-affinity term.
-	affinity, anti pairCounts
+	// required anti-affinity term. affKeys and ownAntiKeys are the key ids
+	// of those terms.
+	affinity, anti       domainCounts
+	affKeys, ownAntiKeys []int32
 }
 
 func (s *affinityState) Clone() fw.StateData {
-	return &affinityState{existingAnti: s.existingAnti.clone(), affinity: s.affinity.clone(), anti: s.anti.clone()}
+	c := *s
+	c.existingAnti, c.affinity, c.anti = s.existingAnti.clone(), s.affinity.clone(), s.anti.clone()
+	return &c
+}
+
+// addAntiKey notes a key id of existingAnti (the slice may be shared with
+// clones: it is copied, never appended to in place).
+func (s *affinityState) addAntiKey(k int32) {
+	if !slices.Contains(s.antiKeys, k) {
+		s.antiKeys = append(slices.Clip(s.antiKeys), k)
+	}
 }
 
 func matchesAll(terms []fw.AffinityTerm, pod *corev1.Pod) bool {
@@ -87,57 +122,61 @@ func matchesAll(terms []fw.AffinityTerm, pod *corev1.Pod) bool {
 	return true
 }
 
-// updateWith accounts existing (on node) in s for incoming pod, d = ±1.
-func (s *affinityState) updateWith(pod, existing *fw.PodInfo, node *corev1.Node, d int64) {
+// updateWith accounts existing (on ni) in s for incoming pod, d = ±1.
+func (s *affinityState) updateWith(pod, existing *fw.PodInfo, ni *fw.NodeInfo, d int64) {
 	for i := range existing.RequiredAntiAffinity {
 		if t := &existing.RequiredAntiAffinity[i]; t.Matches(pod.Pod) {
-			s.existingAnti.update(node, t.TopologyKey, d)
+			if k, ok := s.snap.TopologyKey(t.TopologyKey); ok {
+				s.existingAnti.update(ni, k, d)
+				s.addAntiKey(k)
+			}
 		}
 	}
 	if matchesAll(pod.RequiredAffinity, existing.Pod) {
-		for i := range pod.RequiredAffinity {
-			s.affinity.update(node, pod.RequiredAffinity[i].TopologyKey, d)
+		for _, k := range s.affKeys {
+			s.affinity.update(ni, k, d)
 		}
 	}
-	for i := range pod.RequiredAntiAffinity {
-		if t := &pod.RequiredAntiAffinity[i]; t.Matches(existing.Pod) {
-			s.anti.update(node, t.TopologyKey, d)
+	for i, k := range s.ownAntiKeys {
+		if pod.RequiredAntiAffinity[i].Matches(existing.Pod) {
+			s.anti.update(ni, k, d)
 		}
 	}
 }
 
+// PreFilter counts, per topology domain, the placed pods' required
+// anti-affinity terms that select the pod, and the pods its own required
+// terms select, visiting only those (the snapshot's indexes) rather than
+// every pod.
 func (InterPodAffinity) PreFilter(_ context.Context, state *fw.CycleState, pod *fw.PodInfo, snap *fw.Snapshot) *fw.Status {
 	if pod.ParseError != nil {
 		return fw.NewStatus(fw.UnschedulableAndUnresolvable, fmt.Sprintf("parsing pod: %v", pod.ParseError))
 	}
-	s := &affinityState{existingAnti: pairCounts{}, affinity: pairCounts{}, anti: pairCounts{}}
-	for _, ni := range snap.HavePodsWithRequiredAntiAffinity() {
-		for _, ex := range ni.PodsWithRequiredAntiAffinity {
-			for i := range ex.RequiredAntiAffinity {
-				if t := &ex.RequiredAntiAffinity[i]; t.Matches(pod.Pod) {
-					s.existingAnti.update(ni.Node, t.TopologyKey, 1)
-				}
-			}
+	s := &affinityState{snap: snap, existingAnti: domainCounts{}, affinity: domainCounts{}, anti: domainCounts{}}
+	snap.EachAntiAffinityTerm(pod.Pod, func(pt *fw.PlacedTerm) {
+		if k, ok := snap.TopologyKey(pt.Term.TopologyKey); ok {
+			s.existingAnti.update(pt.Node, k, 1)
 		}
+	})
+	for dom := range s.existingAnti {
+		s.addAntiKey(dom.Key)
 	}
 	if len(s.existingAnti) == 0 && len(pod.RequiredAffinity) == 0 && len(pod.RequiredAntiAffinity) == 0 {
 		return fw.NewStatus(fw.Skip)
 	}
-	if len(pod.RequiredAffinity) > 0 || len(pod.RequiredAntiAffinity) > 0 {
-		for _, ni := range snap.Nodes {
-			for _, ex := range ni.Pods {
-				if matchesAll(pod.RequiredAffinity, ex.Pod) {
-					for i := range pod.RequiredAffinity {
-						s.affinity.update(ni.Node, pod.RequiredAffinity[i].TopologyKey, 1)
-					}
-				}
-				for i := range pod.RequiredAntiAffinity {
-					if t := &pod.RequiredAntiAffinity[i]; t.Matches(ex.Pod) {
-						s.anti.update(ni.Node, t.TopologyKey, 1)
-					}
+	s.affKeys, s.ownAntiKeys = keyIDs(snap, pod.RequiredAffinity), keyIDs(snap, pod.RequiredAntiAffinity)
+	if len(pod.RequiredAffinity) > 0 {
+		// The pods matching every term are among those matching the first.
+		snap.EachPodMatching(&pod.RequiredAffinity[0], func(ni *fw.NodeInfo, ex *fw.PodInfo) {
+			if matchesAll(pod.RequiredAffinity, ex.Pod) {
+				for _, k := range s.affKeys {
+					s.affinity.update(ni, k, 1)
 				}
 			}
-		}
+		})
+	}
+	for i, k := range s.ownAntiKeys {
+		snap.EachPodMatching(&pod.RequiredAntiAffinity[i], func(ni *fw.NodeInfo, _ *fw.PodInfo) { s.anti.update(ni, k, 1) })
 	}
 	state.Write(InterPodAffinityName, s)
 	return nil
@@ -145,14 +184,14 @@ func (InterPodAffinity) PreFilter(_ context.Context, state *fw.CycleState, pod *
 
 func (InterPodAffinity) AddPod(state *fw.CycleState, pod, add *fw.PodInfo, ni *fw.NodeInfo) *fw.Status {
 	if s, ok := state.Read(InterPodAffinityName).(*affinityState); ok {
-		s.updateWith(pod, add, ni.Node, 1)
+		s.updateWith(pod, add, ni, 1)
 	}
 	return nil
 }
 
 func (InterPodAffinity) RemovePod(state *fw.CycleState, pod, remove *fw.PodInfo, ni *fw.NodeInfo) *fw.Status {
 	if s, ok := state.Read(InterPodAffinityName).(*affinityState); ok {
-		s.updateWith(pod, remove, ni.Node, -1)
+		s.updateWith(pod, remove, ni, -1)
 	}
 	return nil
 }
@@ -162,20 +201,17 @@ func (InterPodAffinity) Filter(state *fw.CycleState, pod *fw.PodInfo, ni *fw.Nod
 	if !ok {
 		return fw.AsStatus(fmt.Errorf("plugins: %s: no prefilter state", InterPodAffinityName))
 	}
-	if !s.satisfiesAffinity(pod, ni.Node) {
-		return fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonAffinity)
+	if !s.satisfiesAffinity(pod, ni) {
+		return statusAffinity
 	}
-	for i := range pod.RequiredAntiAffinity {
-		key := pod.RequiredAntiAffinity[i].TopologyKey
-		if v, ok := ni.Node.Labels[key]; ok && s.anti[topologyPair{key, v}] > 0 {
-			return fw.NewStatus(fw.Unschedulable, ErrReasonAntiAffinity)
+	for _, k := range s.ownAntiKeys {
+		if dom, ok := ni.Domain(k); ok && s.anti[dom] > 0 {
+			return statusAntiAffinity
 		}
 	}
-	if len(s.existingAnti) > 0 {
-		for k, v := range ni.Node.Labels {
-			if s.existingAnti[topologyPair{k, v}] > 0 {
-				return fw.NewStatus(fw.Unschedulable, ErrReasonExistingAntiAffinity)
-			}
+	for _, k := range s.antiKeys {
+		if dom, ok := ni.Domain(k); ok && s.existingAnti[dom] > 0 {
+			return statusExistingAntiAffinity
 		}
 	}
 	return nil
@@ -184,15 +220,14 @@ func (InterPodAffinity) Filter(state *fw.CycleState, pod *fw.PodInfo, ni *fw.Nod
 // satisfiesAffinity: every term's domain on this node must hold a matching
 // pod; except for the first pod of a group with affinity to itself (no pod
 // matches anywhere, and the pod matches its own terms).
-func (s *affinityState) satisfiesAffinity(pod *fw.PodInfo, node *corev1.Node) bool {
+func (s *affinityState) satisfiesAffinity(pod *fw.PodInfo, ni *fw.NodeInfo) bool {
 	podsExist := true
-	for i := range pod.RequiredAffinity {
-		key := pod.RequiredAffinity[i].TopologyKey
-		v, ok := node.Labels[key]
+	for _, k := range s.affKeys {
+		dom, ok := ni.Domain(k)
 		if !ok {
 			return false
 		}
-		if s.affinity[topologyPair{key, v}] <= 0 {
+		if s.affinity[dom] <= 0 {
 			podsExist = false
 		}
 	}
@@ -209,66 +244,48 @@ type affinityScoreState struct {
 
 func (s *affinityScoreState) Clone() fw.StateData { return s }
 
-func (m *affinityScoreState) add(t *fw.AffinityTerm, weight int64, target *corev1.Pod, node *corev1.Node) {
-	if weight == 0 || !t.Matches(target) {
+func (m *affinityScoreState) add(key string, node *corev1.Node, weight int64) {
+	v, ok := node.Labels[key]
+	if weight == 0 || !ok {
 		return
 	}
-	v, ok := node.Labels[t.TopologyKey]
-	if !ok {
-		return
+	if m.score[key] == nil {
+		m.score[key] = map[string]int64{}
 	}
-	if m.score[t.TopologyKey] == nil {
-		m.score[t.TopologyKey] = map[string]int64{}
-	}
-	m.score[t.TopologyKey][v] += weight
+	m.score[key][v] += weight
 }
 
+// PreScore sums, per topology domain, the weights of the pod's preferred
+// terms over the pods they select, and of the placed pods' terms that
+// select the pod (required affinity with HardPodAffinityWeight, preferred
+// affinity, preferred anti-affinity negated).
 func (InterPodAffinity) PreScore(_ context.Context, state *fw.CycleState, pod *fw.PodInfo, snap *fw.Snapshot, _ []*fw.NodeInfo) *fw.Status {
-	hasPreferred := len(pod.PreferredAffinity)+len(pod.PreferredAntiAffinity) > 0
-	nodes := snap.HavePodsWithAffinity()
-	if hasPreferred {
-		nodes = snap.Nodes
-	}
-	if len(nodes) == 0 {
-		return fw.NewStatus(fw.Skip)
-	}
 	s := &affinityScoreState{score: map[string]map[string]int64{}}
-	for _, ni := range nodes {
-		pods := ni.PodsWithAffinity
-		if hasPreferred {
-			pods = ni.Pods
-		}
-		for _, ex := range pods {
-			s.processExisting(pod, ex, ni.Node)
-		}
+	for i := range pod.PreferredAffinity {
+		t := &pod.PreferredAffinity[i]
+		snap.EachPodMatching(&t.AffinityTerm, func(ni *fw.NodeInfo, _ *fw.PodInfo) { s.add(t.TopologyKey, ni.Node, int64(t.Weight)) })
 	}
+	for i := range pod.PreferredAntiAffinity {
+		t := &pod.PreferredAntiAffinity[i]
+		snap.EachPodMatching(&t.AffinityTerm, func(ni *fw.NodeInfo, _ *fw.PodInfo) { s.add(t.TopologyKey, ni.Node, -int64(t.Weight)) })
+	}
+	snap.EachScoringTerm(pod.Pod, func(pt *fw.PlacedTerm) {
+		var w int64
+		switch pt.Kind {
+		case fw.RequiredAffinity:
+			w = HardPodAffinityWeight
+		case fw.PreferredAffinity:
+			w = int64(pt.Weight)
+		case fw.PreferredAntiAffinity:
+			w = -int64(pt.Weight)
+		}
+		s.add(pt.Term.TopologyKey, pt.Node.Node, w)
+	})
 	if len(s.score) == 0 {
 		return fw.NewStatus(fw.Skip)
 	}
 	state.Write(InterPodAffinityName+"/score", s)
 	return nil
-}
-
-func (s *affinityScoreState) processExisting(pod, ex *fw.PodInfo, node *corev1.Node) {
-	for i := range pod.PreferredAffinity {
-		t := &pod.PreferredAffinity[i]
-		s.add(&t.AffinityTerm, int64(t.Weight), ex.Pod, node)
-	}
-	for i := range pod.PreferredAntiAffinity {
-		t := &pod.PreferredAntiAffinity[i]
-		s.add(&t.AffinityTerm, -int64(t.Weight), ex.Pod, node)
-	}
-	for i := range ex.RequiredAffinity {
-		s.add(&ex.RequiredAffinity[i], HardPodAffinityWeight, pod.Pod, node)
-	}
-	for i := range ex.PreferredAffinity {
-		t := &ex.PreferredAffinity[i]
-		s.add(&t.AffinityTerm, int64(t.Weight), pod.Pod, node)
-	}
-	for i := range ex.PreferredAntiAffinity {
-		t := &ex.PreferredAntiAffinity[i]
-		s.add(&t.AffinityTerm, -int64(t.Weight), pod.Pod, node)
-	}
 }
 
 func (InterPodAffinity) Score(state *fw.CycleState, _ *fw.PodInfo, ni *fw.NodeInfo) (int64, *fw.Status) {

@@ -27,6 +27,16 @@ const (
 	errReasonUntoleratedFormat = "node(s) had untolerated taint {%s: %s}"
 )
 
+// Shared rejections, tagged with their plugin (see fw.Status.WithPlugin):
+// a Filter returns one of these rather than allocating a status per
+// rejected node.
+var (
+	statusNodeName      = fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonNodeName).WithPlugin(NodeNameName)
+	statusUnschedulable = fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonUnschedulable).WithPlugin(NodeUnschedulableName)
+	statusNodePorts     = fw.NewStatus(fw.Unschedulable, ErrReasonNodePorts).WithPlugin(NodePortsName)
+	statusNodeAffinity  = fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonNodeAffinity).WithPlugin(NodeAffinityName)
+)
+
 // NodeName rejects nodes other than spec.nodeName when it is set.
 type NodeName struct{}
 
@@ -36,7 +46,7 @@ func (NodeName) Name() string { return NodeNameName }
 
 func (NodeName) Filter(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInfo) *fw.Status {
 	if n := pod.Pod.Spec.NodeName; n != "" && n != ni.Name() {
-		return fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonNodeName)
+		return statusNodeName
 	}
 	return nil
 }
@@ -53,7 +63,7 @@ var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect
 
 func (NodeUnschedulable) Filter(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInfo) *fw.Status {
 	if ni.Node.Spec.Unschedulable && !tolerates(pod.Pod.Spec.Tolerations, &unschedulableTaint) {
-		return fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonUnschedulable)
+		return statusUnschedulable
 	}
 	return nil
 }
@@ -71,7 +81,7 @@ func (NodePorts) Filter(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInfo) *fw.
 		for used := range ni.UsedPorts {
 			if used.Port == want.Port && used.Protocol == want.Protocol &&
 				(used.IP == want.IP || used.IP == "0.0.0.0" || want.IP == "0.0.0.0") {
-				return fw.NewStatus(fw.Unschedulable, ErrReasonNodePorts)
+				return statusNodePorts
 			}
 		}
 	}
@@ -177,7 +187,7 @@ func (NodeAffinity) Filter(state *fw.CycleState, _ *fw.PodInfo, ni *fw.NodeInfo)
 		return fw.AsStatus(fmt.Errorf("plugins: %s: no prefilter state", NodeAffinityName))
 	}
 	if !s.required.Match(ni.Node) {
-		return fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonNodeAffinity)
+		return statusNodeAffinity
 	}
 	return nil
 }

@@ -44,25 +44,39 @@ func (NodeResourcesFit) Filter(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInf
 	return fitsRequest(pod.Requests, ni)
 }
 
+// insufficient[mask] is the shared rejection for a combination of what
+// does not fit: bit 0 pod count, 1 cpu, 2 memory, 3 ephemeral storage.
+var insufficient = func() (out [16]*fw.Status) {
+	names := []string{ErrReasonTooManyPods, InsufficientReason(corev1.ResourceCPU), InsufficientReason(corev1.ResourceMemory),
+		InsufficientReason(corev1.ResourceEphemeralStorage)}
+	for mask := 1; mask < len(out); mask++ {
+		var reasons []string
+		for bit, r := range names {
+			if mask&(1<<bit) != 0 {
+				reasons = append(reasons, r)
+			}
+		}
+		out[mask] = fw.NewStatus(fw.Unschedulable, reasons...).WithPlugin(NodeResourcesFitName)
+	}
+	return out
+}()
+
 func fitsRequest(req fw.Resource, ni *fw.NodeInfo) *fw.Status {
-	var reasons []string
+	mask := 0
 	if len(ni.Pods)+1 > ni.Allocatable.AllowedPodNumber {
-		reasons = append(reasons, ErrReasonTooManyPods)
+		mask |= 1
 	}
 	alloc, used := ni.Allocatable, ni.Requested
 	if req.MilliCPU > 0 && req.MilliCPU > alloc.MilliCPU-used.MilliCPU {
-		reasons = append(reasons, InsufficientReason(corev1.ResourceCPU))
+		mask |= 2
 	}
 	if req.Memory > 0 && req.Memory > alloc.Memory-used.Memory {
-		reasons = append(reasons, InsufficientReason(corev1.ResourceMemory))
+		mask |= 4
 	}
 	if req.EphemeralStorage > 0 && req.EphemeralStorage > alloc.EphemeralStorage-used.EphemeralStorage {
-		reasons = append(reasons, InsufficientReason(corev1.ResourceEphemeralStorage))
+		mask |= 8
 	}
-	if len(reasons) > 0 {
-		return fw.NewStatus(fw.Unschedulable, reasons...)
-	}
-	return nil
+	return insufficient[mask]
 }
 
 // Score is LeastAllocated over cpu and memory (weight 1 each).

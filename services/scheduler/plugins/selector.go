@@ -54,6 +54,10 @@ func compileRequired(pod *corev1.Pod) (requiredNodeAffinity, error) {
 	return r, nil
 }
 
+// matchesEveryNode reports whether the pod has neither nodeSelector nor
+// required node affinity.
+func (r *requiredNodeAffinity) matchesEveryNode() bool { return r.selector == nil && r.terms == nil }
+
 // Match reports whether node satisfies the pod's nodeSelector and required
 // node affinity.
 func (r *requiredNodeAffinity) Match(node *corev1.Node) bool {

@@ -11,7 +11,8 @@ import (
 
 type spreadScoreState struct {
 	constraints []constraint
-	counts      pairCounts
+	// counts[i] maps value ids of constraint i's key to matching pods.
+	counts []map[int32]int64
 	// weights[i] is log(domains of constraint i among feasible nodes + 2).
 	weights []float64
 	// ignored are feasible nodes missing a topology key.
@@ -21,7 +22,7 @@ type spreadScoreState struct {
 func (s *spreadScoreState) Clone() fw.StateData { return s }
 
 // PreScore counts matching pods per domain for the ScheduleAnyway
-// constraints, over every eligible node.
+// constraints, over every eligible node (visiting only matching pods).
 func (PodTopologySpread) PreScore(_ context.Context, state *fw.CycleState, pod *fw.PodInfo, snap *fw.Snapshot, feasible []*fw.NodeInfo) *fw.Status {
 	cs, err := compileConstraints(pod.Pod, corev1.ScheduleAnyway)
 	if err != nil {
@@ -34,32 +35,23 @@ func (PodTopologySpread) PreScore(_ context.Context, state *fw.CycleState, pod *
 	if err != nil {
 		return fw.AsStatus(err)
 	}
-	s := &spreadScoreState{constraints: cs, counts: pairCounts{}, weights: make([]float64, len(cs)), ignored: map[string]bool{}}
-	domains := make([]map[string]struct{}, len(cs))
+	resolve(snap, cs)
+	s := &spreadScoreState{constraints: cs, counts: countPods(snap, &req, cs), weights: make([]float64, len(cs)), ignored: map[string]bool{}}
+	domains := make([]map[int32]struct{}, len(cs))
 	for i := range domains {
-		domains[i] = map[string]struct{}{}
+		domains[i] = map[int32]struct{}{}
 	}
 	for _, ni := range feasible {
-		if !hasAllKeys(ni.Node, cs) {
+		if !hasAllKeys(ni, cs) {
 			s.ignored[ni.Name()] = true
 			continue
 		}
 		for i, c := range cs {
-			domains[i][ni.Node.Labels[c.key]] = struct{}{}
+			domains[i][ni.TopologyValue(c.keyID)] = struct{}{}
 		}
 	}
 	for i := range cs {
 		s.weights[i] = math.Log(float64(len(domains[i]) + 2))
-	}
-	for _, ni := range snap.Nodes {
-		if !eligible(&req, ni.Node, cs) {
-			continue
-		}
-		for _, c := range cs {
-			if n := countMatching(ni, pod.Pod.Namespace, c.selector); n > 0 {
-				s.counts[topologyPair{c.key, ni.Node.Labels[c.key]}] += n
-			}
-		}
 	}
 	state.Write(PodTopologySpreadName+"/score", s)
 	return nil
@@ -74,8 +66,8 @@ func (PodTopologySpread) Score(state *fw.CycleState, _ *fw.PodInfo, ni *fw.NodeI
 	}
 	var score float64
 	for i, c := range s.constraints {
-		v := ni.Node.Labels[c.key]
-		score += float64(s.counts[topologyPair{c.key, v}])*s.weights[i] + float64(c.maxSkew-1)
+		v := ni.TopologyValue(c.keyID)
+		score += float64(s.counts[i][v])*s.weights[i] + float64(c.maxSkew-1)
 	}
 	return int64(math.Round(score)), nil
 }

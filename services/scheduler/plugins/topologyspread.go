@@ -21,6 +21,11 @@ const (
 	ErrReasonTopologySpreadNoLabel = ErrReasonTopologySpread + " (missing required label)"
 )
 
+var (
+	statusTopologySpread        = fw.NewStatus(fw.Unschedulable, ErrReasonTopologySpread).WithPlugin(PodTopologySpreadName)
+	statusTopologySpreadNoLabel = fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonTopologySpreadNoLabel).WithPlugin(PodTopologySpreadName)
+)
+
 // PodTopologySpread enforces the pod's DoNotSchedule topology spread
 // constraints (placing the pod must not make the number of matching pods
 // in the node's domain exceed the least populated domain by more than
@@ -44,10 +49,14 @@ var (
 func (PodTopologySpread) Name() string { return PodTopologySpreadName }
 
 type constraint struct {
-	maxSkew     int64
-	key         string
-	minDomains  int
-	selector    labels.Selector
+	maxSkew    int64
+	key        string
+	minDomains int
+	// keyID is key's id in the snapshot of the cycle (-1: no node has it),
+	// set by resolve.
+	keyID int32
+	// pods selects the pods counted: the pod's namespace, the selector.
+	pods        fw.AffinityTerm
 	selfMatches bool
 }
 
@@ -78,62 +87,136 @@ func compileConstraints(pod *corev1.Pod, when corev1.UnsatisfiableConstraintActi
 		if c.MinDomains != nil {
 			minDomains = int(*c.MinDomains)
 		}
-		out = append(out, constraint{maxSkew: int64(c.MaxSkew), key: c.TopologyKey, minDomains: minDomains,
-			selector: sel, selfMatches: sel.Matches(labels.Set(pod.Labels))})
+		out = append(out, constraint{maxSkew: int64(c.MaxSkew), key: c.TopologyKey, minDomains: minDomains, keyID: -1,
+			pods:        fw.AffinityTerm{Namespaces: map[string]struct{}{pod.Namespace: {}}, Selector: sel},
+			selfMatches: sel.Matches(labels.Set(pod.Labels))})
 	}
 	return out, nil
 }
 
-func hasAllKeys(node *corev1.Node, cs []constraint) bool {
+// resolve sets the constraints' key ids for snap.
+func resolve(snap *fw.Snapshot, cs []constraint) {
 	for i := range cs {
-		if _, ok := node.Labels[cs[i].key]; !ok {
+		if k, ok := snap.TopologyKey(cs[i].key); ok {
+			cs[i].keyID = k
+		}
+	}
+}
+
+func hasAllKeys(ni *fw.NodeInfo, cs []constraint) bool {
+	for i := range cs {
+		if ni.TopologyValue(cs[i].keyID) < 0 {
 			return false
 		}
 	}
 	return true
 }
 
-func countMatching(ni *fw.NodeInfo, ns string, sel labels.Selector) int64 {
-	var n int64
-	for _, p := range ni.Pods {
-		if p.Pod.Namespace == ns && p.Pod.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Pod.Labels)) {
-			n++
+// eligible reports whether a node's pods count toward the pod's domains.
+func eligible(req *requiredNodeAffinity, ni *fw.NodeInfo, cs []constraint) bool {
+	return ni.Node != nil && hasAllKeys(ni, cs) && req.Match(ni.Node)
+}
+
+// domains are the domains of a constraint: nodes[v] is the number of
+// eligible nodes with value id v of its key (a domain when positive), n
+// the number of domains.
+type domains struct {
+	nodes []int32
+	n     int
+}
+
+// domainsOf returns, per constraint, its domains over the eligible nodes.
+// With one constraint and no node affinity they are the snapshot's own
+// count (read only); otherwise every node is visited.
+func domainsOf(snap *fw.Snapshot, req *requiredNodeAffinity, cs []constraint) []domains {
+	out := make([]domains, len(cs))
+	if len(cs) == 1 && req.matchesEveryNode() {
+		if k := cs[0].keyID; k >= 0 {
+			out[0].nodes = snap.TopologyDomains(k)
+			for _, n := range out[0].nodes {
+				if n > 0 {
+					out[0].n++
+				}
+			}
+		}
+		return out
+	}
+	for i, c := range cs {
+		if c.keyID >= 0 {
+			out[i].nodes = make([]int32, len(snap.TopologyDomains(c.keyID)))
 		}
 	}
-	return n
+	for _, ni := range snap.Nodes {
+		if eligible(req, ni, cs) {
+			for i, c := range cs {
+				v := ni.TopologyValue(c.keyID)
+				if out[i].nodes[v]++; out[i].nodes[v] == 1 {
+					out[i].n++
+				}
+			}
+		}
+	}
+	return out
+}
+
+// countPods returns, per constraint, the number of matching pods per
+// value id of its key, over the eligible nodes; terminating pods do not
+// count. Only the pods the constraints' selectors select are visited.
+func countPods(snap *fw.Snapshot, req *requiredNodeAffinity, cs []constraint) []map[int32]int64 {
+	counts := make([]map[int32]int64, len(cs))
+	for i := range cs {
+		m := map[int32]int64{}
+		snap.EachPodMatching(&cs[i].pods, func(ni *fw.NodeInfo, p *fw.PodInfo) {
+			if p.Pod.DeletionTimestamp == nil && eligible(req, ni, cs) {
+				m[ni.TopologyValue(cs[i].keyID)]++
+			}
+		})
+		counts[i] = m
+	}
+	return counts
 }
 
 type spreadState struct {
 	constraints []constraint
-	counts      pairCounts
-	// domains per constraint, with their count (0 included); min per
-	// constraint, refreshed after every change.
-	domains []map[string]struct{}
+	req         requiredNodeAffinity
+	// counts[i] maps the domains of constraint i (value ids) to their
+	// matching pods, zeros left out; domains[i] are all its domains (read
+	// only, maybe the snapshot's); min[i] the smallest count over them,
+	// refreshed after every change.
+	counts  []map[int32]int64
+	domains []domains
 	min     []int64
 }
 
 func (s *spreadState) Clone() fw.StateData {
-	c := &spreadState{constraints: s.constraints, counts: s.counts.clone(), domains: s.domains,
-		min: append([]int64(nil), s.min...)}
-	return c
+	c := *s
+	c.counts = make([]map[int32]int64, len(s.counts))
+	for i, m := range s.counts {
+		c.counts[i] = make(map[int32]int64, len(m))
+		for k, v := range m {
+			c.counts[i][k] = v
+		}
+	}
+	c.min = append([]int64(nil), s.min...)
+	return &c
 }
 
+// refreshMin: a domain without matching pods makes the minimum 0; so do
+// fewer domains than minDomains.
 func (s *spreadState) refreshMin() {
 	for i, c := range s.constraints {
 		m := int64(math.MaxInt64)
-		for v := range s.domains[i] {
-			m = min(m, s.counts[topologyPair{c.key, v}])
+		if len(s.counts[i]) < s.domains[i].n {
+			m = 0
 		}
-		if len(s.domains[i]) < c.minDomains || m == math.MaxInt64 {
+		for _, n := range s.counts[i] {
+			m = min(m, n)
+		}
+		if s.domains[i].n < c.minDomains || m == math.MaxInt64 {
 			m = 0
 		}
 		s.min[i] = m
 	}
-}
-
-// eligible reports whether a node's pods count toward the pod's domains.
-func eligible(req *requiredNodeAffinity, node *corev1.Node, cs []constraint) bool {
-	return node != nil && hasAllKeys(node, cs) && req.Match(node)
 }
 
 func (PodTopologySpread) PreFilter(_ context.Context, state *fw.CycleState, pod *fw.PodInfo, snap *fw.Snapshot) *fw.Status {
@@ -148,22 +231,9 @@ func (PodTopologySpread) PreFilter(_ context.Context, state *fw.CycleState, pod 
 	if err != nil {
 		return fw.NewStatus(fw.UnschedulableAndUnresolvable, err.Error())
 	}
-	s := &spreadState{constraints: cs, counts: pairCounts{}, domains: make([]map[string]struct{}, len(cs)), min: make([]int64, len(cs))}
-	for i := range cs {
-		s.domains[i] = map[string]struct{}{}
-	}
-	for _, ni := range snap.Nodes {
-		if !eligible(&req, ni.Node, cs) {
-			continue
-		}
-		for i, c := range cs {
-			v := ni.Node.Labels[c.key]
-			s.domains[i][v] = struct{}{}
-			if n := countMatching(ni, pod.Pod.Namespace, c.selector); n > 0 {
-				s.counts[topologyPair{c.key, v}] += n
-			}
-		}
-	}
+	resolve(snap, cs)
+	s := &spreadState{constraints: cs, req: req, domains: domainsOf(snap, &req, cs), counts: countPods(snap, &req, cs),
+		min: make([]int64, len(cs))}
 	s.refreshMin()
 	state.Write(PodTopologySpreadName, s)
 	return nil
@@ -179,16 +249,15 @@ func (p PodTopologySpread) RemovePod(state *fw.CycleState, pod, remove *fw.PodIn
 
 func (PodTopologySpread) update(state *fw.CycleState, pod, other *fw.PodInfo, ni *fw.NodeInfo, d int64) *fw.Status {
 	s, ok := state.Read(PodTopologySpreadName).(*spreadState)
-	if !ok || ni.Node == nil || !hasAllKeys(ni.Node, s.constraints) || other.Pod.Namespace != pod.Pod.Namespace {
+	if !ok || other.Pod.Namespace != pod.Pod.Namespace || other.Pod.DeletionTimestamp != nil || !eligible(&s.req, ni, s.constraints) {
 		return nil
 	}
-	req, err := compileRequired(pod.Pod)
-	if err != nil || !req.Match(ni.Node) {
-		return nil
-	}
-	for _, c := range s.constraints {
-		if c.selector.Matches(labels.Set(other.Pod.Labels)) {
-			s.counts.update(ni.Node, c.key, d)
+	for i, c := range s.constraints {
+		if c.pods.Matches(other.Pod) {
+			v := ni.TopologyValue(c.keyID)
+			if s.counts[i][v] += d; s.counts[i][v] <= 0 {
+				delete(s.counts[i], v)
+			}
 		}
 	}
 	s.refreshMin()
@@ -200,17 +269,18 @@ func (PodTopologySpread) Filter(state *fw.CycleState, _ *fw.PodInfo, ni *fw.Node
 	if !ok {
 		return fw.AsStatus(fmt.Errorf("plugins: %s: no prefilter state", PodTopologySpreadName))
 	}
-	for i, c := range s.constraints {
-		v, ok := ni.Node.Labels[c.key]
-		if !ok {
-			return fw.NewStatus(fw.UnschedulableAndUnresolvable, ErrReasonTopologySpreadNoLabel)
+	for i := range s.constraints {
+		c := &s.constraints[i]
+		v := ni.TopologyValue(c.keyID)
+		if v < 0 {
+			return statusTopologySpreadNoLabel
 		}
 		self := int64(0)
 		if c.selfMatches {
 			self = 1
 		}
-		if s.counts[topologyPair{c.key, v}]+self-s.min[i] > c.maxSkew {
-			return fw.NewStatus(fw.Unschedulable, ErrReasonTopologySpread)
+		if s.counts[i][v]+self-s.min[i] > c.maxSkew {
+			return statusTopologySpread
 		}
 	}
 	return nil

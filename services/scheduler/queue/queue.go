@@ -58,6 +58,10 @@ type QueuedPod struct {
 	index      int
 	updated    bool
 	backoffEnd time.Time
+	// next is the PodInfo of an update that came while the pod was in
+	// flight: the scheduler reads PodInfo then without the queue's lock,
+	// so it is swapped in only when the pod comes back.
+	next *fw.PodInfo
 }
 
 // Queue is the scheduling queue: an active heap ordered by priority
@@ -135,6 +139,10 @@ func (q *Queue) Update(pi *fw.PodInfo) {
 }
 
 func (q *Queue) updateLocked(qp *QueuedPod, pi *fw.PodInfo) {
+	if qp.where == inFlight {
+		qp.next, qp.updated = pi, true
+		return
+	}
 	qp.PodInfo = pi
 	switch qp.where {
 	case inActive:
@@ -142,8 +150,13 @@ func (q *Queue) updateLocked(qp *QueuedPod, pi *fw.PodInfo) {
 	case inUnschedulable:
 		delete(q.unschedulable, qp.Key)
 		q.requeue(qp)
-	case inFlight:
-		qp.updated = true
+	}
+}
+
+// back takes a pod out of flight: an update that came meanwhile applies.
+func (qp *QueuedPod) back() {
+	if qp.next != nil {
+		qp.PodInfo, qp.next = qp.next, nil
 	}
 }
 
@@ -219,6 +232,7 @@ func (q *Queue) AddUnschedulable(qp *QueuedPod) {
 	if cur := q.pods[qp.Key]; cur != qp || qp.where != inFlight {
 		return
 	}
+	qp.back()
 	qp.Timestamp = q.cfg.Clock()
 	if q.moveCycle >= qp.Cycle || qp.updated {
 		q.pushBackoff(qp)
@@ -236,6 +250,7 @@ func (q *Queue) AddBackoff(qp *QueuedPod) {
 	if cur := q.pods[qp.Key]; cur != qp || qp.where != inFlight {
 		return
 	}
+	qp.back()
 	qp.Timestamp = q.cfg.Clock()
 	q.pushBackoff(qp)
 }
@@ -250,6 +265,7 @@ func (q *Queue) Requeue(qp *QueuedPod) {
 	if cur := q.pods[qp.Key]; cur != qp || qp.where != inFlight {
 		return
 	}
+	qp.back()
 	q.pushActive(qp)
 }
 

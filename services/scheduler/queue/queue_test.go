@@ -171,6 +171,44 @@ func TestDeleteAndUpdate(t *testing.T) {
 	}
 }
 
+// TestUpdateInFlight: an update of a pod in flight does not touch the
+// PodInfo its scheduler is reading (with -race, reading it concurrently
+// with Update is checked); it applies when the pod comes back, which it
+// does through back-off.
+func TestUpdateInFlight(t *testing.T) {
+	for _, back := range []string{"AddUnschedulable", "AddBackoff", "Requeue"} {
+		t.Run(back, func(t *testing.T) {
+			q, c := newQueue()
+			q.Add(pod("a", 1))
+			qp := pop(t, q)
+			old := qp.PodInfo
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				q.Update(pod("a", 9))
+			}()
+			_ = qp.PodInfo.Key // what the scheduler does meanwhile
+			<-done
+			if qp.PodInfo != old {
+				t.Fatal("PodInfo of a pod in flight replaced")
+			}
+			switch back {
+			case "AddUnschedulable":
+				q.AddUnschedulable(qp)
+			case "AddBackoff":
+				q.AddBackoff(qp)
+			case "Requeue":
+				q.Requeue(qp)
+			}
+			c.Step(time.Minute)
+			q.Flush()
+			if got := pop(t, q); got.Priority != 9 {
+				t.Fatalf("after %s: priority %d, want the update's 9", back, got.Priority)
+			}
+		})
+	}
+}
+
 func TestUnschedulableTimeout(t *testing.T) {
 	q, c := newQueue()
 	q.Add(pod("p", 0))
