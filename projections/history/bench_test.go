@@ -91,8 +91,8 @@ func BenchmarkHistory(b *testing.B) {
 	cpuPerEvent := float64((processCPU() - cpu).Microseconds()) / float64(rep.Events)
 	b.ReportMetric(rep.EventsPerSecond, "replay-events/s")
 	b.ReportMetric(cpuPerEvent, "replay-cpu-us/event")
-	b.Logf("replay: %d events to revision %d in %s (%.0f events/s, %.0f µs of CPU per event, %d reordered)", rep.Events, rep.Head,
-		time.Since(start).Round(time.Millisecond), rep.EventsPerSecond, cpuPerEvent, rep.Reordered)
+	b.Logf("replay: %d events to revision %d in %s (%.0f events/s, %.0f µs of CPU per event, %d reordered, final sync %.1fs)",
+		rep.Events, rep.Head, time.Since(start).Round(time.Millisecond), rep.EventsPerSecond, cpuPerEvent, rep.Reordered, rep.SyncSeconds)
 	put := embeddedtest.PutRate(b, 20000, 64, 256)
 	b.ReportMetric(put, "etcd-puts/s")
 	b.ReportMetric(rep.EventsPerSecond/put, "replay/etcd-puts")
