@@ -19,6 +19,9 @@ import (
 	"github.com/cairn-dev/cairn/services/kubelet/node"
 )
 
+// ErrNotRoot is returned by RunNode when the process is not root.
+var ErrNotRoot = errors.New("kubelet: a real node needs root (containerd, network namespaces, cgroups)")
+
 // NodeConfig configures a real node: its container runtime (a private
 // containerd, package node) and the kubelet on it.
 type NodeConfig struct {
@@ -48,7 +51,7 @@ type NodeConfig struct {
 // namespace).
 func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if os.Geteuid() != 0 {
-		return errors.New("kubelet: a real node needs root (containerd, network namespaces, cgroups)")
+		return ErrNotRoot
 	}
 	log := cfg.Log
 	if log == nil {

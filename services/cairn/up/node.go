@@ -40,9 +40,6 @@ func NetNSName(root string) string {
 }
 
 func (s *nodeService) Run(ctx context.Context, ready func()) error {
-	if os.Geteuid() != 0 {
-		return errors.New("the node needs root (containerd, network namespaces, cgroups): run as root, or with --node=false")
-	}
 	rc, err := s.cp.clientConfig(apiserver.NodeUserPrefix+s.name, []string{apiserver.GroupNodes}, KubeletKubeconfig)
 	if err != nil {
 		return err
@@ -51,10 +48,15 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("kubelet listen: %w", err)
 	}
+	defer ln.Close() // the kubelet closes it too; this covers a RunNode that fails first
 	s.addr = "https://" + ln.Addr().String()
-	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: s.cp.cp.JS, NodeName: s.name, Dir: s.cp.paths.Root,
+	err = kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: s.cp.cp.JS, NodeName: s.name, Dir: s.cp.paths.Root,
 		NetNS: NetNSName(s.cp.paths.Root), Listener: ln, NodeIP: "127.0.0.1", Ready: ready,
 		Log: s.cp.log.With("service", "node", "node", s.name)})
+	if errors.Is(err, kubelet.ErrNotRoot) {
+		return fmt.Errorf("%w: run as root, or with --node=false", err)
+	}
+	return err
 }
 
 // nodeName is the name of cairn up's node: the host name, as a kubelet
