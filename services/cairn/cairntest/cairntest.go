@@ -4,12 +4,14 @@
 package cairntest
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -48,4 +50,23 @@ func FreeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// Buffer collects a child's output: an io.Writer safe for the child's
+// writes while the test reads String.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

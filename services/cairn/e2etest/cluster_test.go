@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,29 +56,11 @@ func requireNode(t testing.TB) string {
 	return p
 }
 
-// syncBuffer is a bytes.Buffer safe for a child's writes and our reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cluster is one `cairn up` child process with its real node.
 type cluster struct {
 	kubectl, dataDir, home, kubeconfig string
 	cmd                                *exec.Cmd
-	stdout, stderr                     *syncBuffer
+	stdout, stderr                     *cairntest.Buffer
 	done                               chan struct{}
 	waitErr                            error
 	stopped                            bool
@@ -92,7 +74,7 @@ func startCluster(t testing.TB, bin, kubectl, dataDir, addr string) *cluster {
 	c := &cluster{
 		kubectl: kubectl, dataDir: dataDir, home: t.TempDir(),
 		kubeconfig: filepath.Join(dataDir, "kubeconfig"),
-		stdout:     &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}),
+		stdout:     &cairntest.Buffer{}, stderr: &cairntest.Buffer{}, done: make(chan struct{}),
 	}
 	c.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", addr)
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr

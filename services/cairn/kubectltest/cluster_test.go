@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,24 +35,6 @@ func kubectlPath(t *testing.T) string {
 	return p
 }
 
-// syncBuffer is a bytes.Buffer safe for a child's writes and our reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cluster is one running `cairn up` child process and the kubectl that
 // talks to it.
 type cluster struct {
@@ -59,7 +42,7 @@ type cluster struct {
 	dataDir, addr  string
 	home           string
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *cairntest.Buffer
 	done           chan struct{}
 	waitErr        error
 	stopped        bool
@@ -73,7 +56,7 @@ func startCluster(t, owner *testing.T, bin, kubectl, dataDir, addr, home string)
 	t.Helper()
 	c := &cluster{
 		bin: bin, kubectl: kubectl, dataDir: dataDir, addr: addr, home: home,
-		stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}),
+		stdout: &cairntest.Buffer{}, stderr: &cairntest.Buffer{}, done: make(chan struct{}),
 		kubeconfig: filepath.Join(dataDir, "kubeconfig"),
 	}
 	c.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", addr, "--node=false")
@@ -198,12 +181,12 @@ func (c *cluster) fails(t *testing.T, args ...string) string {
 
 // background starts kubectl and returns its live stdout and a stop func
 // that ends it and waits for it.
-func (c *cluster) background(t *testing.T, args ...string) (*syncBuffer, func()) {
+func (c *cluster) background(t *testing.T, args ...string) (*cairntest.Buffer, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	cmd := exec.CommandContext(ctx, c.kubectl, args...)
 	cmd.Env = c.env()
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &cairntest.Buffer{}, &cairntest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Start(); err != nil {
 		cancel()

@@ -6,11 +6,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,29 +20,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is an io.Writer the test can read while Run writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // start runs Run in the background and waits until it is up; stop cancels
 // it and returns Run's error.
-func start(t *testing.T, cfg Config) (out *syncBuffer, stop func() error) {
+func start(t *testing.T, cfg Config) (out *cairntest.Buffer, stop func() error) {
 	t.Helper()
-	out = &syncBuffer{}
+	out = &cairntest.Buffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	log := slog.New(slog.DiscardHandler)
