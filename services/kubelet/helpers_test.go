@@ -71,24 +71,6 @@ func newPod(ns, name, node string) *corev1.Pod {
 	}
 }
 
-func createPod(t testing.TB, env *controlplanetest.Env, p *corev1.Pod) *corev1.Pod {
-	t.Helper()
-	out, err := env.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod %s: %v", p.Name, err)
-	}
-	return out
-}
-
-func getPod(t testing.TB, env *controlplanetest.Env, ns, name string) *corev1.Pod {
-	t.Helper()
-	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get pod %s: %v", name, err)
-	}
-	return p
-}
-
 func condition(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
 	for _, c := range p.Status.Conditions {
 		if c.Type == t {

@@ -109,10 +109,10 @@ func TestHollowPodLifecycle(t *testing.T) {
 	env := controlplanetest.Start(t)
 	_, rt := startHollow(t, env, "n1", nil)
 	ctx := context.Background()
-	created := createPod(t, env, newPod("default", "p1", "n1"))
+	created := controlplanetest.CreatePod(t, env, newPod("default", "p1", "n1"))
 	var p *corev1.Pod
 	eventually(t, wait, "pod running and ready", func() bool {
-		p = getPod(t, env, "default", "p1")
+		p = controlplanetest.GetPod(t, env, "default", "p1")
 		return p.Status.Phase == corev1.PodRunning && condition(p, corev1.PodReady) == corev1.ConditionTrue
 	})
 	cs := p.Status.ContainerStatuses
@@ -191,8 +191,8 @@ func TestHollowForceDelete(t *testing.T) {
 	env := controlplanetest.Start(t)
 	_, rt := startHollow(t, env, "n1", nil)
 	ctx := context.Background()
-	created := createPod(t, env, newPod("default", "p1", "n1"))
-	eventually(t, wait, "running", func() bool { return getPod(t, env, "default", "p1").Status.Phase == corev1.PodRunning })
+	created := controlplanetest.CreatePod(t, env, newPod("default", "p1", "n1"))
+	eventually(t, wait, "running", func() bool { return controlplanetest.GetPod(t, env, "default", "p1").Status.Phase == corev1.PodRunning })
 	if err := env.Client.CoreV1().Pods("default").Delete(ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestTrafficIsOwnPodsOnly(t *testing.T) {
 		}()
 	}
 	for i := range own {
-		createPod(t, env, newPod("default", "own-"+itoa(i), "mine"))
+		controlplanetest.CreatePod(t, env, newPod("default", "own-"+itoa(i), "mine"))
 	}
 	wg.Wait()
 	close(errs)
@@ -241,7 +241,7 @@ func TestTrafficIsOwnPodsOnly(t *testing.T) {
 		return n == own
 	})
 	// Make sure the log holds every other pod, then read the counters.
-	last := getPod(t, env, "default", "other-"+itoa(others-1))
+	last := controlplanetest.GetPod(t, env, "default", "other-"+itoa(others-1))
 	rev, _ := events.ParseRevision(last.ResourceVersion)
 	wctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

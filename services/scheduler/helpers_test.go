@@ -78,24 +78,6 @@ func createNodes(t testing.TB, env *controlplanetest.Env, nodes ...*corev1.Node)
 	}
 }
 
-func createPod(t testing.TB, env *controlplanetest.Env, p *corev1.Pod) *corev1.Pod {
-	t.Helper()
-	out, err := env.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod %s: %v", p.Name, err)
-	}
-	return out
-}
-
-func getPod(t testing.TB, env *controlplanetest.Env, ns, name string) *corev1.Pod {
-	t.Helper()
-	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get pod %s: %v", name, err)
-	}
-	return p
-}
-
 func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == corev1.PodScheduled {

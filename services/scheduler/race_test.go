@@ -174,7 +174,7 @@ func TestOvercommitRace(t *testing.T) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 				Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
 					Key: "tier", Operator: corev1.NodeSelectorOpIn, Values: []string{"fast"}}}}}}}}
-			createPod(t, env, p)
+			controlplanetest.CreatePod(t, env, p)
 		}
 	}
 	eventually(t, wait, "every pod bound", func() bool { return a.Stats().Scheduled+b.Stats().Scheduled >= 2*perReplica })
@@ -243,11 +243,11 @@ func TestAntiAffinityRace(t *testing.T) {
 				if tc.owned {
 					p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
 				}
-				createPod(t, env, p)
+				controlplanetest.CreatePod(t, env, p)
 				pods = append(pods, name)
 			}
 			eventually(t, wait, "both pods bound", func() bool {
-				return getPod(t, env, "default", pods[0]).Spec.NodeName != "" && getPod(t, env, "default", pods[1]).Spec.NodeName != ""
+				return controlplanetest.GetPod(t, env, "default", pods[0]).Spec.NodeName != "" && controlplanetest.GetPod(t, env, "default", pods[1]).Spec.NodeName != ""
 			})
 			eventually(t, wait, "the violation caught", func() bool { return a.Stats().Violations+b.Stats().Violations > before })
 			c := replay(t, env, []*corev1.Node{n1, n2})
@@ -258,7 +258,7 @@ func TestAntiAffinityRace(t *testing.T) {
 			reason := ReasonAntiAffinityViolated
 			if tc.owned {
 				reason = ReasonDescheduled
-				eventually(t, wait, "the later pod evicted", func() bool { return getPod(t, env, "default", later).DeletionTimestamp != nil })
+				eventually(t, wait, "the later pod evicted", func() bool { return controlplanetest.GetPod(t, env, "default", later).DeletionTimestamp != nil })
 			}
 			eventually(t, wait, reason+" event on the later pod", func() bool {
 				evs, err := env.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", reason).String()})
@@ -272,11 +272,11 @@ func TestAntiAffinityRace(t *testing.T) {
 				}
 				return false
 			})
-			if p := getPod(t, env, "default", earlier); p.DeletionTimestamp != nil || p.Spec.NodeName != "n"+map[bool]string{true: "1", false: "2"}[tc.owned] {
+			if p := controlplanetest.GetPod(t, env, "default", earlier); p.DeletionTimestamp != nil || p.Spec.NodeName != "n"+map[bool]string{true: "1", false: "2"}[tc.owned] {
 				t.Fatalf("the earlier pod %s: node %q, deleted %v", earlier, p.Spec.NodeName, p.DeletionTimestamp)
 			}
 			if !tc.owned {
-				if p := getPod(t, env, "default", later); p.DeletionTimestamp != nil {
+				if p := controlplanetest.GetPod(t, env, "default", later); p.DeletionTimestamp != nil {
 					t.Fatalf("bare pod %s evicted", later)
 				}
 			}

@@ -23,9 +23,9 @@ func TestBindsWithCausation(t *testing.T) {
 	env := controlplanetest.Start(t)
 	createNodes(t, env, newNode("small", "1", "1Gi", 10), newNode("big", "8", "16Gi", 10))
 	s := startReplica(t, env, Config{})
-	createPod(t, env, newPod("default", "web", "2", "1Gi"))
-	eventually(t, wait, "pod bound", func() bool { return getPod(t, env, "default", "web").Spec.NodeName != "" })
-	p := getPod(t, env, "default", "web")
+	controlplanetest.CreatePod(t, env, newPod("default", "web", "2", "1Gi"))
+	eventually(t, wait, "pod bound", func() bool { return controlplanetest.GetPod(t, env, "default", "web").Spec.NodeName != "" })
+	p := controlplanetest.GetPod(t, env, "default", "web")
 	if p.Spec.NodeName != "big" {
 		t.Fatalf("bound to %s, want big", p.Spec.NodeName)
 	}
@@ -75,14 +75,14 @@ func TestUnschedulableReason(t *testing.T) {
 	gpu := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	createNodes(t, env, newNode("small", "1", "1Gi", 10), newNode("gpu", "8", "16Gi", 10, gpu))
 	startReplica(t, env, Config{})
-	createPod(t, env, newPod("default", "web", "2", "1Gi"))
+	controlplanetest.CreatePod(t, env, newPod("default", "web", "2", "1Gi"))
 	const want = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}. " +
 		"preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
 	eventually(t, wait, "Unschedulable condition", func() bool {
-		c := scheduledCondition(getPod(t, env, "default", "web"))
+		c := scheduledCondition(controlplanetest.GetPod(t, env, "default", "web"))
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
-	c := scheduledCondition(getPod(t, env, "default", "web"))
+	c := scheduledCondition(controlplanetest.GetPod(t, env, "default", "web"))
 	if c.Reason != ReasonUnschedulable || c.Message != want {
 		t.Fatalf("condition %s: %q\nwant %q", c.Reason, c.Message, want)
 	}
@@ -100,7 +100,7 @@ func TestUnschedulableReason(t *testing.T) {
 		return false
 	})
 	createNodes(t, env, newNode("new", "4", "4Gi", 10))
-	eventually(t, wait, "pod bound after a node was added", func() bool { return getPod(t, env, "default", "web").Spec.NodeName == "new" })
+	eventually(t, wait, "pod bound after a node was added", func() bool { return controlplanetest.GetPod(t, env, "default", "web").Spec.NodeName == "new" })
 }
 
 // TestPreemption: a high-priority pod (by PriorityClass) that fits nowhere
@@ -119,14 +119,16 @@ func TestPreemption(t *testing.T) {
 	s := startReplica(t, env, Config{})
 	low := newPod("default", "low", "2", "1Gi")
 	low.Spec.PriorityClassName = "low"
-	createPod(t, env, low)
-	eventually(t, wait, "low bound", func() bool { return getPod(t, env, "default", "low").Spec.NodeName == "n1" })
+	controlplanetest.CreatePod(t, env, low)
+	eventually(t, wait, "low bound", func() bool { return controlplanetest.GetPod(t, env, "default", "low").Spec.NodeName == "n1" })
 	high := newPod("default", "high", "2", "1Gi")
 	high.Spec.PriorityClassName = "high"
-	createPod(t, env, high)
-	eventually(t, wait, "victim terminating", func() bool { return getPod(t, env, "default", "low").DeletionTimestamp != nil })
-	eventually(t, wait, "nominated", func() bool { return getPod(t, env, "default", "high").Status.NominatedNodeName == "n1" })
-	if n := getPod(t, env, "default", "high").Spec.NodeName; n != "" {
+	controlplanetest.CreatePod(t, env, high)
+	eventually(t, wait, "victim terminating", func() bool { return controlplanetest.GetPod(t, env, "default", "low").DeletionTimestamp != nil })
+	eventually(t, wait, "nominated", func() bool {
+		return controlplanetest.GetPod(t, env, "default", "high").Status.NominatedNodeName == "n1"
+	})
+	if n := controlplanetest.GetPod(t, env, "default", "high").Spec.NodeName; n != "" {
 		t.Fatalf("bound to %s while the victim still runs", n)
 	}
 	// No kubelet here: finish the victim's graceful deletion as one would.
@@ -134,7 +136,7 @@ func TestPreemption(t *testing.T) {
 	if err := env.Client.CoreV1().Pods("default").Delete(ctx, "low", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "high bound", func() bool { return getPod(t, env, "default", "high").Spec.NodeName == "n1" })
+	eventually(t, wait, "high bound", func() bool { return controlplanetest.GetPod(t, env, "default", "high").Spec.NodeName == "n1" })
 	if st := s.Stats(); st.Preemptions < 1 || st.Victims != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -149,10 +151,10 @@ func TestOtherSchedulerIgnored(t *testing.T) {
 	startReplica(t, env, Config{})
 	p := newPod("default", "theirs", "1", "1Gi")
 	p.Spec.SchedulerName = "my-scheduler"
-	createPod(t, env, p)
-	mine := createPod(t, env, newPod("default", "mine", "1", "1Gi"))
-	eventually(t, wait, "mine bound", func() bool { return getPod(t, env, "default", mine.Name).Spec.NodeName != "" })
-	if got := getPod(t, env, "default", "theirs"); got.Spec.NodeName != "" || scheduledCondition(got) != nil {
+	controlplanetest.CreatePod(t, env, p)
+	mine := controlplanetest.CreatePod(t, env, newPod("default", "mine", "1", "1Gi"))
+	eventually(t, wait, "mine bound", func() bool { return controlplanetest.GetPod(t, env, "default", mine.Name).Spec.NodeName != "" })
+	if got := controlplanetest.GetPod(t, env, "default", "theirs"); got.Spec.NodeName != "" || scheduledCondition(got) != nil {
 		t.Fatalf("pod of another scheduler was touched: %+v", got.Status)
 	}
 	if !strings.HasPrefix(mine.Spec.SchedulerName, "default") {
@@ -168,7 +170,7 @@ func TestEventsCorrelated(t *testing.T) {
 	ctx := context.Background()
 	createNodes(t, env, newNode("small", "1", "1Gi", 10))
 	startReplica(t, env, Config{InitialBackoff: 10 * time.Millisecond})
-	createPod(t, env, newPod("default", "web", "2", "1Gi"))
+	controlplanetest.CreatePod(t, env, newPod("default", "web", "2", "1Gi"))
 	failed := func() []corev1.Event {
 		evs, err := env.Client.CoreV1().Events("default").List(ctx,
 			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", ReasonFailedScheduling).String()})
@@ -206,7 +208,7 @@ func TestEventsQueuedNotDropped(t *testing.T) {
 	s := startReplica(t, env, Config{EventQPS: 20, EventBurst: 1})
 	const pods = 40
 	for i := range pods {
-		createPod(t, env, newPod("default", fmt.Sprintf("p%d", i), "10m", "10Mi"))
+		controlplanetest.CreatePod(t, env, newPod("default", fmt.Sprintf("p%d", i), "10m", "10Mi"))
 	}
 	eventually(t, wait, "all bound", func() bool { return s.Stats().Scheduled == pods })
 	t.Logf("when the last pod was bound: %d of %d events written", s.Stats().EventsWritten, pods)

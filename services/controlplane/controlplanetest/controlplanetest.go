@@ -7,6 +7,8 @@ package controlplanetest
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"log/slog"
 	"net"
 	"os"
@@ -149,6 +151,26 @@ func RunSynced(t testing.TB, r SyncRunner) context.Context {
 		t.Fatalf("wait for sync: %v", err)
 	}
 	return ctx
+}
+
+// CreatePod creates p through env's admin client or fails the test.
+func CreatePod(t testing.TB, env *Env, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	out, err := env.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", p.Name, err)
+	}
+	return out
+}
+
+// GetPod reads a pod through env's admin client or fails the test.
+func GetPod(t testing.TB, env *Env, ns, name string) *corev1.Pod {
+	t.Helper()
+	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s: %v", name, err)
+	}
+	return p
 }
 
 // Logger discards logs unless the environment variable env is set, in which
