@@ -43,8 +43,10 @@
 // and no duplicate relative to the log, also across the replay/live and
 // catch-up/live handoffs. Events from the two streams are never mixed in
 // one watcher: a Request for coordination.k8s.io/leases reads the lease
-// stream (which keeps only the latest message per lease), any other the
-// main stream.
+// stream, any other the main stream. The lease stream keeps only the
+// latest message per lease, so a lease watcher may miss a renewal that a
+// later one replaced before the hub read it; it always receives the latest
+// version of every lease, in revision order and without duplicates.
 //
 // Progress: Watcher.Events is unbuffered, so an event counts as sent when
 // the client has received it. Watcher.Progress is the revision up to which

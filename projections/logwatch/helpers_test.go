@@ -113,15 +113,24 @@ func (e *env) pubPods(n int) {
 	}
 }
 
-// want returns the published events of stream that match req.
+// want returns the revisions of the published events that match req.
 func (e *env) want(req Request) []events.Revision {
+	var out []events.Revision
+	for _, ev := range e.wantEvents(req) {
+		out = append(out, ev.Revision)
+	}
+	return out
+}
+
+// wantEvents returns the published events that match req.
+func (e *env) wantEvents(req Request) []*events.Event {
 	req = req.normalized()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []events.Revision
+	var out []*events.Event
 	for _, ev := range e.log {
 		if ev.Revision > req.From && req.matches(ev) {
-			out = append(out, ev.Revision)
+			out = append(out, ev)
 		}
 	}
 	return out
@@ -179,6 +188,50 @@ func recv(w *Watcher, want []events.Revision, timeout time.Duration) error {
 			}
 		case <-timer.C:
 			return fmt.Errorf("timeout after %d of %d events, want revision %d next", i, len(want), rev)
+		}
+	}
+	return nil
+}
+
+// recvLatest reads from w, a watch on the lease stream, until it has
+// received the last revision in want. The lease stream keeps one message
+// per lease, so a version superseded before the hub read it is never
+// delivered: what arrives must be in order, each one of want, and include
+// the latest version of every lease in want.
+func recvLatest(w *Watcher, want []*events.Event, timeout time.Duration) error {
+	if len(want) == 0 {
+		return nil
+	}
+	latest := map[string]events.Revision{}
+	known := map[events.Revision]bool{}
+	for _, ev := range want {
+		latest[ev.Namespace+"/"+ev.Name] = ev.Revision
+		known[ev.Revision] = true
+	}
+	last := want[len(want)-1].Revision
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var prev events.Revision
+	for prev < last {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				return fmt.Errorf("watch ended after revision %d: %v", prev, w.Err())
+			}
+			switch {
+			case ev.Revision <= prev:
+				return fmt.Errorf("revision %d after %d", ev.Revision, prev)
+			case !known[ev.Revision]:
+				return fmt.Errorf("revision %d not expected by this watch", ev.Revision)
+			}
+			for key, rev := range latest {
+				if prev < rev && rev < ev.Revision {
+					return fmt.Errorf("latest version %d of lease %s skipped (got %d after %d)", rev, key, ev.Revision, prev)
+				}
+			}
+			prev = ev.Revision
+		case <-timer.C:
+			return fmt.Errorf("timeout after revision %d, want up to %d", prev, last)
 		}
 	}
 	return nil
