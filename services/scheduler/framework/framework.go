@@ -177,6 +177,9 @@ func (f *Framework) RunPreFilter(ctx context.Context, state *CycleState, pod *Po
 // pod's (as kube's RunFilterPluginsWithNominatedPods): the node must fit
 // with them and without them.
 func (f *Framework) RunFilters(state *CycleState, pod *PodInfo, ni *NodeInfo, snap *Snapshot) *Status {
+	if len(snap.nominated) == 0 {
+		return f.runFilterPlugins(state, pod, ni)
+	}
 	if nominated := snap.Nominated(ni.Name()); len(nominated) > 0 {
 		withNom, withState, added := ni, state, false
 		for _, np := range nominated {
