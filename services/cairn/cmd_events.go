@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
-	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
 
 // errVerifyFailed makes `events verify` exit 1 after printing its report.
@@ -56,7 +55,7 @@ func addLogFlags(fs *flag.FlagSet, l *logFlags) {
 func (l *logFlags) connect() (*clientv3.Client, *nats.Conn, jetstream.JetStream, error) {
 	etcd, natsURL := []string(l.etcd), l.natsURL
 	if len(etcd) == 0 || natsURL == "" {
-		ep, err := up.ReadEndpoints(filepath.Join(l.dataDir, up.EndpointsFile))
+		ep, err := endpoints.Read(endpoints.Path(l.dataDir))
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("no --etcd-endpoints/--nats-url and no running cairn up in %s: %w", l.dataDir, err)
 		}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
 
 // serviceFlags are the connection flags of every service that runs as its
@@ -27,7 +27,7 @@ func (f *serviceFlags) register(fs *flag.FlagSet, kubeconfigFile string) {
 	f.kubeconfigFile = kubeconfigFile
 	fs.StringVar(&f.dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up`: its kubeconfig for this service and its NATS endpoint are used unless given below")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to reach the apiserver (default <data-dir>/"+kubeconfigFile+")")
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL of the log (default from <data-dir>/"+up.EndpointsFile+")")
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL of the log (default from <data-dir>/"+endpoints.File+")")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -40,7 +40,7 @@ func (f *serviceFlags) connect(name string) (rc *rest.Config, js jetstream.JetSt
 	}
 	url := f.natsURL
 	if url == "" {
-		ep, err := up.ReadEndpoints(filepath.Join(f.dataDir, up.EndpointsFile))
+		ep, err := endpoints.Read(endpoints.Path(f.dataDir))
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("no --nats-url and no running cairn up in %s: %w", f.dataDir, err)
 		}

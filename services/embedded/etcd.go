@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 )
 
@@ -22,6 +24,10 @@ type EtcdConfig struct {
 	// NoFsync trades durability for speed; only for tests and benchmarks
 	// that measure something other than the disk.
 	NoFsync bool
+	// NoListen opens no port at all (ClientAddr is ignored): the member is
+	// reached only through InProcessClient, e.g. to rebuild a data
+	// directory that a listening member serves later.
+	NoListen bool
 }
 
 // Etcd is a running embedded etcd member.
@@ -36,26 +42,36 @@ const MaxRequestBytes = 8 << 20
 
 // StartEtcd starts a member and waits until it serves. Stop it with Close.
 func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
-	clientAddr := cfg.ClientAddr
-	if clientAddr == "" {
-		a, err := freeAddr()
-		if err != nil {
-			return nil, fmt.Errorf("embedded: etcd client port: %w", err)
-		}
-		clientAddr = a
-	}
-	peerAddr, err := freeAddr()
-	if err != nil {
-		return nil, fmt.Errorf("embedded: etcd peer port: %w", err)
-	}
 	ec := embed.NewConfig()
 	ec.Name = "cairn"
 	ec.Dir = filepath.Clean(cfg.Dir)
-	cu := url.URL{Scheme: "http", Host: clientAddr}
-	pu := url.URL{Scheme: "http", Host: peerAddr}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-	ec.InitialCluster = ec.Name + "=" + pu.String()
+	var cu url.URL
+	if cfg.NoListen {
+		// The single-member cluster needs a peer URL; it is recorded,
+		// never listened on.
+		pu := url.URL{Scheme: "http", Host: "127.0.0.1:2380"}
+		ec.ListenClientUrls, ec.AdvertiseClientUrls, ec.ListenPeerUrls = nil, nil, nil
+		ec.AdvertisePeerUrls = []url.URL{pu}
+		ec.InitialCluster = ec.Name + "=" + pu.String()
+	} else {
+		clientAddr := cfg.ClientAddr
+		if clientAddr == "" {
+			a, err := freeAddr()
+			if err != nil {
+				return nil, fmt.Errorf("embedded: etcd client port: %w", err)
+			}
+			clientAddr = a
+		}
+		peerAddr, err := freeAddr()
+		if err != nil {
+			return nil, fmt.Errorf("embedded: etcd peer port: %w", err)
+		}
+		cu = url.URL{Scheme: "http", Host: clientAddr}
+		pu := url.URL{Scheme: "http", Host: peerAddr}
+		ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+		ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+		ec.InitialCluster = ec.Name + "=" + pu.String()
+	}
 	ec.LogLevel = "error"
 	// etcd's zap logger reports normal shutdown as errors; cairn logs what
 	// matters itself.
@@ -85,11 +101,19 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		e.Close()
 		return nil, errors.New("embedded: etcd did not become ready in 60s")
 	}
-	return &Etcd{e: e, endpoint: cu.String()}, nil
+	ep := ""
+	if !cfg.NoListen {
+		ep = cu.String()
+	}
+	return &Etcd{e: e, endpoint: ep}, nil
 }
 
-// Endpoint is the client URL, e.g. http://127.0.0.1:2379.
+// Endpoint is the client URL, e.g. http://127.0.0.1:2379; "" with NoListen.
 func (e *Etcd) Endpoint() string { return e.endpoint }
+
+// InProcessClient returns a client that calls the member's KV, watch and
+// lease APIs directly, without gRPC or a socket. Close it before the member.
+func (e *Etcd) InProcessClient() *clientv3.Client { return v3client.New(e.e.Server) }
 
 // Err reports a fatal error of the running member.
 func (e *Etcd) Err() <-chan error { return e.e.Err() }

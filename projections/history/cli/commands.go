@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +18,7 @@ import (
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/projections/history/timeline"
 	"github.com/cairn-dev/cairn/projections/history/travel"
+	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
 
 // done maps -h to success.
@@ -222,7 +222,7 @@ func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cfg.ToRev, cfg.ToTime = p.Rev, p.Time
 	}
 	if natsURL == "" {
-		ep, err := readEndpoints(filepath.Join(from, "endpoints.json"))
+		ep, err := endpoints.Read(endpoints.Path(from))
 		if err != nil {
 			return fmt.Errorf("no --nats-url and no running cairn up in %s: %w", from, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/scheduler"
@@ -170,8 +171,8 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 	defer cp.Close()
 	fmt.Fprintf(s.out, "history ready (https://%s%s: timelines, audit and the page; in a browser: kubectl proxy, then http://127.0.0.1:8001%s)\n",
 		cp.Addr, history.Prefix, history.Prefix)
-	epPath := filepath.Join(s.paths.Root, EndpointsFile)
-	if err := WriteEndpoints(epPath, Endpoints{Etcd: cp.EtcdEndpoints(), NATS: cp.NATSURL(), APIServer: "https://" + cp.Addr}); err != nil {
+	epPath := endpoints.Path(s.paths.Root)
+	if err := endpoints.Write(epPath, endpoints.Set{Etcd: cp.EtcdEndpoints(), NATS: cp.NATSURL(), APIServer: "https://" + cp.Addr}); err != nil {
 		return err
 	}
 	defer os.Remove(epPath)
