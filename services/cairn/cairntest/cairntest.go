@@ -1,6 +1,7 @@
 // Package cairntest helps tests that run the cairn binary as child
 // processes (the kubectl, crash and scale-out tests): it builds the binary
-// once per test and finds free loopback addresses for the children.
+// once per test, finds free loopback addresses for the children and runs
+// them (Proc).
 package cairntest
 
 import (

@@ -36,8 +36,8 @@ func TestAPIServerCrash(t *testing.T) {
 	}
 	addr := cairntest.FreeAddr(t)
 	proc := newAPIServerProc(t, bin, etcd.Endpoint(), nt.URL(), addr)
-	proc.start()
-	proc.waitReady()
+	proc.Start()
+	proc.WaitHTTPReady("http://" + addr + "/readyz")
 
 	const (
 		workers = 8
@@ -59,10 +59,10 @@ func TestAPIServerCrash(t *testing.T) {
 			waitAdvance(t, js, last(t, js), 15*time.Second)
 		}
 		time.Sleep(time.Duration(200+rand.IntN(1300)) * time.Millisecond)
-		proc.kill()
+		proc.Kill()
 		logAfterKill = append(logAfterKill, last(t, js))
-		proc.start()
-		proc.waitReady()
+		proc.Start()
+		proc.WaitHTTPReady("http://" + addr + "/readyz")
 	}
 	l.halt()
 	halted = true

@@ -18,49 +18,20 @@ import (
 	"github.com/cairn-dev/cairn/events"
 )
 
-// readLog reads the whole CAIRN stream, as it is now, with an ordered
-// consumer from the start.
+// readLog reads the whole CAIRN stream, as it is now.
 func readLog(ctx context.Context, t *testing.T, js jetstream.JetStream) []*events.Event {
 	t.Helper()
-	s, err := js.Stream(ctx, events.Stream)
-	if err != nil {
-		t.Fatal(err)
+	var out []*events.Event
+	if err := events.Tail(ctx, js, events.TailOptions{}, func(ev *events.Event) error {
+		out = append(out, ev)
+		return nil
+	}); err != nil {
+		t.Fatalf("read the log: %v", err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs == 0 {
+	if len(out) == 0 {
 		t.Fatal("the log is empty")
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Stop()
-	var out []*events.Event
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			t.Fatalf("read the log: %v", err)
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := &events.Event{}
-		if err := json.Unmarshal(msg.Data(), ev); err != nil {
-			t.Fatalf("seq %d: not an event: %v", md.Sequence.Stream, err)
-		}
-		out = append(out, ev)
-		if md.Sequence.Stream >= info.State.LastSeq {
-			return out
-		}
-	}
+	return out
 }
 
 // history is the values a bound took, in log order.

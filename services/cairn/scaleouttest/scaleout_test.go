@@ -50,18 +50,18 @@ func TestControllerManagerScaleOut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	addr := cairntest.FreeAddr(t)
-	api := newProc(t, "apiserver", bin, "apiserver", "--etcd-endpoints", etcd.Endpoint(), "--nats-url", nt.URL(),
+	api := cairntest.NewProc(t, "apiserver", bin, "apiserver", "--etcd-endpoints", etcd.Endpoint(), "--nats-url", nt.URL(),
 		"--listen", addr, "--insecure-http", "--token-auth-file", writeTokens(t, dir), "--log-level", "warn")
-	api.start()
-	api.waitHTTPReady("http://" + addr + "/readyz")
+	api.Start()
+	api.WaitHTTPReady("http://" + addr + "/readyz")
 
 	kubeconfig := writeKubeconfig(t, dir, tokenProxy(t, addr, controllerTok), controllerTok)
-	cms := make([]*proc, 3)
+	cms := make([]*cairntest.Proc, 3)
 	for i := range cms {
 		id := fmt.Sprintf("cm-%d", i)
-		cms[i] = newProc(t, id, bin, "controller-manager", "--kubeconfig", kubeconfig, "--nats-url", nt.URL(),
+		cms[i] = cairntest.NewProc(t, id, bin, "controller-manager", "--kubeconfig", kubeconfig, "--nats-url", nt.URL(),
 			"--identity", id, "--log-level", "warn")
-		cms[i].start()
+		cms[i].Start()
 	}
 
 	admin := &rest.Config{Host: "http://" + addr, BearerToken: adminToken, QPS: -1, Burst: -1}
@@ -89,12 +89,12 @@ func TestControllerManagerScaleOut(t *testing.T) {
 		switch wave {
 		case 3:
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
-			cms[1].kill()
+			cms[1].Kill()
 			t.Logf("cm-1 killed after wave %d (%v)", wave, time.Since(start).Round(time.Millisecond))
 		case 6:
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
-			cms[2].interrupt(30 * time.Second)
-			cms[2].start()
+			cms[2].Interrupt(30 * time.Second)
+			cms[2].Start()
 			t.Logf("cm-2 restarted after wave %d (%v)", wave, time.Since(start).Round(time.Millisecond))
 		}
 	}
@@ -104,9 +104,9 @@ func TestControllerManagerScaleOut(t *testing.T) {
 	waitConverged(t, client, names, converge)
 	t.Logf("converged %v after the last change", time.Since(last).Round(time.Millisecond))
 	for _, i := range []int{0, 2} {
-		cms[i].alive()
+		cms[i].Alive()
 	}
-	api.alive()
+	api.Alive()
 	stopKubelet()
 
 	// The log holds every write made so far once the publisher has caught
