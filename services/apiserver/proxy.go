@@ -24,6 +24,9 @@ import (
 // kubelet's HTTPS server, /containerLogs/{ns}/{pod}/{container} and
 // /exec/{ns}/{pod}/{container}, keeping the query. An exec upgrades the
 // connection (SPDY or WebSocket); the proxy passes the upgrade through.
+// The kubelet authenticates the apiserver by its kubelet client
+// certificate (Config.KubeletClientTLS) and answers 401 or 403 itself,
+// which the proxy passes through too.
 
 // defaultKubeletPort is the kubelet's port when the node does not say.
 const defaultKubeletPort = 10250

@@ -32,8 +32,12 @@ type Config struct {
 	// plain HTTP, for tests only.
 	TLS *tls.Config
 	// KubeletClientTLS is how the apiserver reaches kubelets for pods/log
-	// and pods/exec (its client certificate; RootCAs to verify kubelets).
-	// Nil connects without a client certificate and without verifying.
+	// and pods/exec: its client certificate, which kubelets authenticate
+	// and must authorize for nodes/proxy (pki.KubeletClientTLSConfig:
+	// kube-apiserver-kubelet-client in system:masters), and RootCAs to
+	// verify kubelets if they have certificates from a known CA. Nil
+	// connects without a client certificate (cairn's kubelets answer 401)
+	// and without verifying.
 	KubeletClientTLS *tls.Config
 
 	Store    *storage.Store

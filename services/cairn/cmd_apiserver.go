@@ -61,6 +61,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		cfg.TLS = p.ServerTLSConfig()
+		// Kubelets let the apiserver's kubelet client read logs and exec.
+		cfg.KubeletClientTLS = p.KubeletClientTLSConfig()
 		authn = append(authn, apiserver.X509Authenticator{})
 	}
 	if tokenFile != "" {

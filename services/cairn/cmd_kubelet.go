@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
 	"github.com/cairn-dev/cairn/services/kubelet"
@@ -21,7 +24,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		sf                           serviceFlags
 		name, runtime, rootDir, addr string
-		nodeIP, netns                string
+		nodeIP, netns, clientCAFile  string
 		hollowNodes                  int
 		hollowDelay                  time.Duration
 	)
@@ -36,6 +39,10 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&addr, "address", "127.0.0.1:10250", "address of the kubelet's HTTPS API (logs, exec)")
 	fs.StringVar(&nodeIP, "node-ip", "127.0.0.1", "the node's InternalIP: where the apiserver reaches the kubelet")
 	fs.StringVar(&netns, "netns", "", "network namespace of the node's pods (default cairn-<node-name>)")
+	fs.StringVar(&clientCAFile, "client-ca-file", "", "PEM CA bundle that verifies the client certificates of the kubelet's HTTPS API; "+
+		"only clients in group system:masters (the apiserver's kubelet client, an admin) may read logs and exec, "+
+		"a request without a verified certificate gets 401 (default: the CA of the kubeconfig, certificate-authority-data "+
+		"or certificate-authority, which is the cluster CA of cairn up)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -62,11 +69,50 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if netns == "" {
 		netns = "cairn-" + name
 	}
+	clientCAs, err := kubeletClientCAs(clientCAFile, rc)
+	if err != nil {
+		return err
+	}
+	if clientCAs == nil {
+		log.Warn("no --client-ca-file and no CA in the kubeconfig: the kubelet's API refuses every request for logs and exec (401)")
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("kubelet listen: %w", err)
 	}
 	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: js, NodeName: name, Dir: rootDir, NetNS: netns,
-		Listener: ln, NodeIP: nodeIP, Log: log,
+		Listener: ln, NodeIP: nodeIP, ClientCAs: clientCAs, Log: log,
 		Ready: func() { fmt.Fprintf(stdout, "kubelet running (node %s, https://%s)\n", name, ln.Addr()) }})
+}
+
+// kubeletClientCAs is the pool of --client-ca-file, or else of the
+// kubeconfig's CA (certificate-authority-data, or the certificate-authority
+// file), or nil when there is neither.
+func kubeletClientCAs(file string, rc *rest.Config) (*x509.CertPool, error) {
+	var pemData []byte
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+		pemData = b
+	case len(rc.TLSClientConfig.CAData) > 0:
+		file = "the kubeconfig's certificate-authority-data"
+		pemData = rc.TLSClientConfig.CAData
+	case rc.TLSClientConfig.CAFile != "":
+		file = rc.TLSClientConfig.CAFile
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig certificate-authority: %w", err)
+		}
+		pemData = b
+	default:
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("client CA %s: no PEM certificate", file)
+	}
+	return pool, nil
 }

@@ -44,9 +44,14 @@ type Config struct {
 	Listener net.Listener
 	Listen   string
 	// TLS serves HTTPS; nil serves plain HTTP (tests only).
-	TLS           *tls.Config
-	Authenticator apiserver.Authenticator
-	Admission     []apiserver.AdmissionPlugin
+	TLS *tls.Config
+	// KubeletClientTLS is how the apiserver reaches kubelets for pods/log
+	// and pods/exec (apiserver.Config.KubeletClientTLS): with
+	// pki.KubeletClientTLSConfig, a client certificate kubelets accept.
+	// Nil presents none, and kubelets refuse logs and exec (401).
+	KubeletClientTLS *tls.Config
+	Authenticator    apiserver.Authenticator
+	Admission        []apiserver.AdmissionPlugin
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -141,18 +146,19 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		extra[history.Prefix] = cp.History.Handler()
 	}
 	srv, err := apiserver.New(apiserver.Config{
-		TLS:           cfg.TLS,
-		Store:         cp.Store,
-		Registry:      cp.Registry,
-		Hub:           cp.Hub,
-		Authenticator: cfg.Authenticator,
-		Admission:     cfg.Admission,
-		Discovery:     discovery.Handler(cp.Registry.All()),
-		Extra:         extra,
-		Metrics:       cp.Metrics,
-		Ready:         cp.ready,
-		Version:       Version(),
-		Log:           cfg.Log.With("component", "apiserver"),
+		TLS:              cfg.TLS,
+		KubeletClientTLS: cfg.KubeletClientTLS,
+		Store:            cp.Store,
+		Registry:         cp.Registry,
+		Hub:              cp.Hub,
+		Authenticator:    cfg.Authenticator,
+		Admission:        cfg.Admission,
+		Discovery:        discovery.Handler(cp.Registry.All()),
+		Extra:            extra,
+		Metrics:          cp.Metrics,
+		Ready:            cp.ready,
+		Version:          Version(),
+		Log:              cfg.Log.With("component", "apiserver"),
 	})
 	if err != nil {
 		return nil, err

@@ -61,6 +61,23 @@
 // status write: the binding (or creation) for a starting pod, the delete
 // for a terminating one.
 //
+// # HTTPS API
+//
+// With Config.ServerAddr or ServerListener the kubelet serves the part of
+// the kubelet's API that the apiserver proxies pods/log and pods/exec to:
+// /containerLogs/{ns}/{pod}/{container} and /exec/{ns}/{pod}/{container}
+// (and an open /healthz), over TLS with a self-signed certificate unless
+// Config.ServerTLS gives one. Like a kubelet with --anonymous-auth=false,
+// --client-ca-file and an authorizer, it authenticates clients by a TLS
+// client certificate verified against Config.ClientCAs (CN the user, O the
+// groups) and authorizes them as nodes/proxy of its node (GET is verb get,
+// POST create): only group system:masters is allowed, which the
+// apiserver's kubelet client certificate (pki.KubeletClientUser) is in. A
+// request without a verified certificate gets 401 "Unauthorized", a denied
+// one 403 "Forbidden (user=..., verb=..., resource=nodes,
+// subresource=proxy)". Without ClientCAs nobody authenticates: logs and
+// exec always answer 401.
+//
 // # Hollow nodes
 //
 // RunHollow runs many kubelets with the hollow runtime in one process,

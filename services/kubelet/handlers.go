@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,18 +50,38 @@ func (k *Kubelet) findContainer(ctx context.Context, ns, name, cname string, pre
 		return nil, nil, err
 	}
 	cs := rs.ContainersNamed(cname)
-	i := 0
-	if previous {
-		i = 1
-	}
-	if len(cs) <= i {
-		what := "container"
-		if previous {
-			what = "previous terminated container"
+	if !previous {
+		// The newest container, running or not: in back-off that is the
+		// last run, as with kubelet.
+		if len(cs) == 0 {
+			return nil, nil, fmt.Errorf("%w: container %q in pod %q", errNotFound, cname, name)
 		}
-		return nil, nil, fmt.Errorf("%w: %s %q in pod %q", errNotFound, what, cname, name)
+		return pod, cs[0], nil
 	}
-	return pod, cs[i], nil
+	// The previous run is the container of lastState.terminated, as kubelet
+	// picks it: the newest one while the container waits in back-off, the
+	// one before it once a new one runs.
+	if id := lastTerminatedID(pod, cname); id != "" {
+		for _, c := range cs {
+			if strings.HasSuffix(id, "://"+c.ID) {
+				return pod, c, nil
+			}
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: previous terminated container %q in pod %q", errNotFound, cname, name)
+}
+
+// lastTerminatedID is the containerID of the container's
+// lastState.terminated in the pod's status, "" if it has none.
+func lastTerminatedID(pod *corev1.Pod, cname string) string {
+	for _, st := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for _, cs := range st {
+			if cs.Name == cname && cs.LastTerminationState.Terminated != nil {
+				return cs.LastTerminationState.Terminated.ContainerID
+			}
+		}
+	}
+	return ""
 }
 
 func httpError(w http.ResponseWriter, err error) {

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,9 +72,18 @@ type Config struct {
 	// is used instead.
 	ServerAddr     string
 	ServerListener net.Listener
-	// ServerTLS, if set, replaces the self-signed serving certificate
-	// (and may require client certificates).
+	// ServerTLS, if set, replaces the self-signed serving certificate.
 	ServerTLS *tls.Config
+	// ClientCAs verify the client certificates of the HTTPS server (the
+	// kubelet's --client-ca-file): a client certificate signed by one of
+	// them authenticates its common name as the user and its
+	// organizations as the groups; only group system:masters (the
+	// apiserver's kubelet client, an admin) may then read logs or exec
+	// (nodes/proxy), others get 403. A request without a verified client
+	// certificate gets 401. Nil authenticates nobody: every request but
+	// /healthz gets 401, the server never serves anonymous clients
+	// (unless ServerTLS verifies client certificates itself).
+	ClientCAs *x509.CertPool
 	// StreamDial reaches the runtime's streaming server (exec); nil is Dial.
 	StreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
 

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type NodeConfig struct {
 	NetNS string
 	// Listener serves the kubelet's HTTPS API (logs, exec).
 	Listener net.Listener
+	// ClientCAs authenticate the clients of the HTTPS API (Config.ClientCAs;
+	// the cluster CA, so that the apiserver's kubelet client gets in). Nil
+	// refuses every request for logs or exec.
+	ClientCAs *x509.CertPool
 	// NodeIP is the address the apiserver reaches the kubelet at.
 	NodeIP string
 	// Ready is called once the node runs (optional).
@@ -83,7 +88,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	k, err := New(Config{RestConfig: cfg.RestConfig, Client: client, JS: cfg.JS, NodeName: cfg.NodeName, Runtime: crt,
-		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, Log: log})
+		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -36,10 +37,15 @@ func (k *Kubelet) closeListener() {
 	}
 }
 
-// serve runs the HTTPS server until ctx ends.
+// serve runs the HTTPS server until ctx ends. Clients authenticate with a
+// certificate from Config.ClientCAs (verified if given, so that a request
+// without one reaches withAuth and gets the kubelet's 401, not a failed
+// handshake).
 func (k *Kubelet) serve(ctx context.Context) error {
-	tlsCfg := k.cfg.ServerTLS
-	if tlsCfg == nil {
+	var tlsCfg *tls.Config
+	if k.cfg.ServerTLS != nil {
+		tlsCfg = k.cfg.ServerTLS.Clone()
+	} else {
 		cert, err := selfSigned(k.cfg.NodeName, k.nodeIP, k.now())
 		if err != nil {
 			k.closeListener()
@@ -47,8 +53,17 @@ func (k *Kubelet) serve(ctx context.Context) error {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	srv := &http.Server{Handler: k.handler(), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return ctx }}
+	if k.cfg.ClientCAs != nil {
+		tlsCfg.ClientCAs = k.cfg.ClientCAs
+		tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven
+	} else if tlsCfg.ClientCAs == nil {
+		k.log.Warn("kubelet API: no client CAs, every request for logs or exec is refused (401)")
+	}
+	srv := &http.Server{Handler: k.withAuth(k.handler()), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		// Refused handshakes (a client certificate of another CA) are
+		// the client's problem: debug, not the standard logger.
+		ErrorLog:    slog.NewLogLogger(k.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(k.listener, "", "") }()
 	select {

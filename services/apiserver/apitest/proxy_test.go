@@ -2,11 +2,13 @@ package apitest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -23,10 +26,26 @@ import (
 // node (here an HTTPS endpoint standing in for the kubelet's server, which
 // the kubelet tests exercise for real) with the path and query the
 // kubelet API expects, and an exec's connection upgrade passes through.
+// The apiserver authenticates to the kubelet with its kubelet client
+// certificate (pki.KubeletClientTLSConfig), which the stand-in verifies
+// against the cluster CA as a kubelet with --client-ca-file does; without
+// one it answers 401 like the kubelet.
 func TestKubeletProxy(t *testing.T) {
-	env := controlplanetest.Start(t)
+	p, err := pki.Load(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := controlplanetest.Start(t, controlplanetest.Options{KubeletClientTLS: p.KubeletClientTLSConfig()})
 	ctx := ctxFor(t, 60*time.Second)
-	kubelet := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	kubelet := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if c := r.TLS.VerifiedChains[0][0]; c.Subject.CommonName != pki.KubeletClientUser || !slices.Equal(c.Subject.Organization, []string{pki.MastersGroup}) {
+			http.Error(w, "Forbidden (user="+c.Subject.CommonName+")", http.StatusForbidden)
+			return
+		}
 		if r.Header.Get("Upgrade") == "" {
 			io.WriteString(w, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
 			return
@@ -43,6 +62,8 @@ func TestKubeletProxy(t *testing.T) {
 		rw.WriteString("echo " + r.URL.Path + " " + line)
 		rw.Flush()
 	}))
+	kubelet.TLS = &tls.Config{ClientCAs: p.CAPool, ClientAuth: tls.VerifyClientCertIfGiven}
+	kubelet.StartTLS()
 	defer kubelet.Close()
 	u, _ := url.Parse(kubelet.URL)
 	host, portStr, _ := net.SplitHostPort(u.Host)

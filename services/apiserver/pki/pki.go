@@ -27,6 +27,10 @@ const (
 	ServingKeyFile  = "apiserver.key"
 	AdminCertFile   = "admin.crt"
 	AdminKeyFile    = "admin.key"
+	// KubeletClientCertFile and KubeletClientKeyFile are the apiserver's
+	// client certificate for kubelets (kubeadm's names).
+	KubeletClientCertFile = "apiserver-kubelet-client.crt"
+	KubeletClientKeyFile  = "apiserver-kubelet-client.key"
 )
 
 // Identities and lifetimes.
@@ -35,6 +39,10 @@ const (
 	AdminUser = "cairn-admin"
 	// MastersGroup is the group that is allowed everything.
 	MastersGroup = "system:masters"
+	// KubeletClientUser is the user name of the apiserver's kubelet client
+	// certificate (kubeadm's), in MastersGroup so kubelets let it read
+	// logs and run exec (nodes/proxy).
+	KubeletClientUser = "kube-apiserver-kubelet-client"
 
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
@@ -82,6 +90,9 @@ type PKI struct {
 	// (CN=cairn-admin, O=system:masters) and its key, in PEM form.
 	AdminCertPEM []byte
 	AdminKeyPEM  []byte
+	// KubeletClient is the apiserver's client certificate for kubelets
+	// (CN=kube-apiserver-kubelet-client, O=system:masters) and its key.
+	KubeletClient tls.Certificate
 
 	caKey *ecdsa.PrivateKey
 }
@@ -123,6 +134,20 @@ func Load(dir string, hosts []string) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	kubeletGroups := []string{MastersGroup}
+	kubeletClient := func() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+		return p.issue(clientTemplate(KubeletClientUser, kubeletGroups))
+	}
+	certPEM, keyPEM, err = p.loadOrIssueLeaf(KubeletClientCertFile, KubeletClientKeyFile, kubeletClient, func(c *x509.Certificate) bool {
+		return c.Subject.CommonName == KubeletClientUser && slices.Equal(c.Subject.Organization, kubeletGroups)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.KubeletClient, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return nil, fmt.Errorf("pki: kubelet client key pair: %w", err)
+	}
 	return p, nil
 }
 
@@ -155,6 +180,20 @@ func (p *PKI) ServerTLSConfig() *tls.Config {
 		Certificates: []tls.Certificate{p.Serving},
 		ClientCAs:    p.CAPool,
 		ClientAuth:   tls.VerifyClientCertIfGiven,
+	}
+}
+
+// KubeletClientTLSConfig returns the TLS configuration the apiserver
+// reaches kubelets with (apiserver.Config.KubeletClientTLS): it presents
+// the kubelet client certificate, which kubelets verify against the CA
+// (their --client-ca-file) and authorize as system:masters. It does not
+// verify the kubelet's serving certificate, which kubelets sign themselves:
+// kube-apiserver without --kubelet-certificate-authority does the same.
+func (p *PKI) KubeletClientTLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		Certificates:       []tls.Certificate{p.KubeletClient},
+		InsecureSkipVerify: true, //nolint:gosec // kubelets serve self-signed certificates; see above
 	}
 }
 

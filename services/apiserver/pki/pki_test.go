@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,6 +51,8 @@ func TestLoadCreatesFiles(t *testing.T) {
 		{ServingKeyFile, 0o600},
 		{AdminCertFile, 0o644},
 		{AdminKeyFile, 0o600},
+		{KubeletClientCertFile, 0o644},
+		{KubeletClientKeyFile, 0o600},
 	}
 	for _, f := range files {
 		t.Run(f.name, func(t *testing.T) {
@@ -126,6 +130,9 @@ func TestReloadKeepsEverything(t *testing.T) {
 	if !bytes.Equal(first.AdminCertPEM, second.AdminCertPEM) || !bytes.Equal(first.AdminKeyPEM, second.AdminKeyPEM) {
 		t.Error("admin cert re-issued on reload")
 	}
+	if !bytes.Equal(first.KubeletClient.Certificate[0], second.KubeletClient.Certificate[0]) {
+		t.Error("kubelet client cert re-issued on reload")
+	}
 	// Signing still works with the reloaded CA key.
 	if _, _, err := second.IssueClient("system:kube-scheduler", nil); err != nil {
 		t.Errorf("IssueClient after reload: %v", err)
@@ -140,6 +147,7 @@ func TestReloadReissues(t *testing.T) {
 		wantNewCA   bool
 		wantServing bool // serving cert re-issued
 		wantAdmin   bool // admin cert re-issued
+		wantKubelet bool // kubelet client cert re-issued
 	}{
 		{
 			name:        "new host",
@@ -165,11 +173,26 @@ func TestReloadReissues(t *testing.T) {
 			wantAdmin: true,
 		},
 		{
+			name:        "kubelet client cert removed",
+			mutate:      func(t *testing.T, dir string) { remove(t, dir, KubeletClientCertFile) },
+			wantKubelet: true,
+		},
+		{
+			name: "kubelet client cert of another user",
+			mutate: func(t *testing.T, dir string) {
+				// A valid pair from the same CA, but the admin's identity.
+				write(t, dir, KubeletClientCertFile, readFile(t, filepath.Join(dir, AdminCertFile)))
+				write(t, dir, KubeletClientKeyFile, readFile(t, filepath.Join(dir, AdminKeyFile)))
+			},
+			wantKubelet: true,
+		},
+		{
 			name:        "CA removed",
 			mutate:      func(t *testing.T, dir string) { remove(t, dir, CACertFile); remove(t, dir, CAKeyFile) },
 			wantNewCA:   true,
 			wantServing: true,
 			wantAdmin:   true,
+			wantKubelet: true,
 		},
 	}
 	for _, tt := range tests {
@@ -187,6 +210,17 @@ func TestReloadReissues(t *testing.T) {
 			}
 			if got := !bytes.Equal(before.AdminCertPEM, after.AdminCertPEM); got != tt.wantAdmin {
 				t.Errorf("admin re-issued = %v, want %v", got, tt.wantAdmin)
+			}
+			beforeKC := leafPEM(before.KubeletClient)
+			afterKC := leafPEM(after.KubeletClient)
+			if got := !bytes.Equal(beforeKC, afterKC); got != tt.wantKubelet {
+				t.Errorf("kubelet client re-issued = %v, want %v", got, tt.wantKubelet)
+			}
+			if kc := verifyClient(t, after, afterKC); kc.Subject.CommonName != KubeletClientUser {
+				t.Errorf("kubelet client cert CN = %q", kc.Subject.CommonName)
+			}
+			if !bytes.Equal(afterKC, readFile(t, filepath.Join(dir, KubeletClientCertFile))) {
+				t.Error("kubelet client cert in memory differs from the file")
 			}
 			// Whatever was re-issued, everything chains to the current CA.
 			if _, err := tls.X509KeyPair(after.AdminCertPEM, after.AdminKeyPEM); err != nil {
@@ -314,6 +348,56 @@ func TestTLSHandshake(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKubeletClientTLS runs a real HTTPS server standing in for a kubelet:
+// a self-signed serving certificate (httptest's, not from the CA) that
+// requires a client certificate from the CA, as a kubelet with
+// --client-ca-file does. KubeletClientTLSConfig reaches it and is seen as
+// kube-apiserver-kubelet-client in system:masters; without the client
+// certificate the handshake fails.
+func TestKubeletClientTLS(t *testing.T) {
+	p := mustLoad(t, t.TempDir(), nil)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := r.TLS.VerifiedChains[0][0]
+		io.WriteString(w, c.Subject.CommonName+" "+strings.Join(c.Subject.Organization, ","))
+	}))
+	srv.TLS = &tls.Config{ClientCAs: p.CAPool, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	cfg := p.KubeletClientTLSConfig()
+	if cfg.MinVersion < tls.VersionTLS12 {
+		t.Errorf("MinVersion = %x", cfg.MinVersion)
+	}
+	get := func(cfg *tls.Config) (string, error) {
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	got, err := get(cfg)
+	if err != nil {
+		t.Fatalf("with the kubelet client certificate: %v", err)
+	}
+	if want := KubeletClientUser + " " + MastersGroup; got != want {
+		t.Errorf("server saw %q, want %q", got, want)
+	}
+	noCert := cfg.Clone()
+	noCert.Certificates = nil
+	if got, err := get(noCert); err == nil {
+		t.Errorf("without a client certificate: %q, want a handshake error", got)
+	}
+}
+
+// leafPEM is the PEM of a key pair's leaf certificate.
+func leafPEM(c tls.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
 }
 
 func verifyClient(t *testing.T, p *PKI, certPEM []byte) *x509.Certificate {

@@ -169,6 +169,16 @@ func (c *cluster) run(t testing.TB, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	cmd := c.command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+// command is a kubectl command with the cluster's kubeconfig and a private
+// HOME.
+func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.kubectl, args...)
 	env := []string{"KUBECONFIG=" + c.kubeconfig, "HOME=" + c.home}
 	for _, kv := range os.Environ() {
@@ -177,10 +187,7 @@ func (c *cluster) run(t testing.TB, args ...string) result {
 		}
 	}
 	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), err: err}
+	return cmd
 }
 
 // ok runs kubectl, fails t unless it exits 0, and returns stdout.

@@ -67,6 +67,11 @@ func TestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ok(t, "apply", "-f", crashFile)
+	talkFile := filepath.Join(t.TempDir(), "talk.yaml")
+	if err := os.WriteFile(talkFile, []byte(talkPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "apply", "-f", talkFile)
 
 	// The README's first example, as written.
 	c.ok(t, "apply", "-f", webYAML)
@@ -115,6 +120,10 @@ func TestE2E(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("logs -c, --previous and -f of a two-container pod", func(t *testing.T) { c.checkLogsOptions(t) })
+
+	t.Run("the kubelet API refuses all but system:masters", func(t *testing.T) { c.checkKubeletAuth(t) })
 
 	t.Run("scale to 5 and back to 1", func(t *testing.T) {
 		c.ok(t, "scale", "deployment", "web", "--replicas=5")
@@ -190,7 +199,7 @@ func TestE2E(t *testing.T) {
 		}
 		t.Logf("%d sandboxes before delete; pod network namespaces %v", len(sandboxes), paths)
 		c.ok(t, "delete", "-f", webYAML, "--grace-period=2")
-		c.ok(t, "delete", "pod", "crash", "--grace-period=1")
+		c.ok(t, "delete", "pod", "crash", "talk", "--grace-period=1")
 		poll(t, podWait, "no pods left", func() error {
 			if ps := c.pods(t, ""); len(ps) > 0 {
 				return fmt.Errorf("pods %v", podNames(ps))

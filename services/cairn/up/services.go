@@ -158,7 +158,10 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		NATSURL:        s.cfg.NATSURL,
 		Listen:         s.cfg.Listen,
 		TLS:            s.pki.ServerTLSConfig(),
-		Authenticator:  apiserver.X509Authenticator{},
+		// Kubelets (ours and cairn kubelet's) trust the cluster CA and let
+		// the apiserver's kubelet client (system:masters) read logs and exec.
+		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
+		Authenticator:    apiserver.X509Authenticator{},
 		OnReady: func(component, detail string) {
 			fmt.Fprintf(s.out, "%s ready (%s)\n", component, detail)
 		},

@@ -6,6 +6,7 @@ package controlplanetest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,9 @@ type Options struct {
 	Admission []apiserver.AdmissionPlugin
 	// Fsync makes etcd durable (benchmarks); tests run without fsync.
 	Fsync bool
+	// KubeletClientTLS is the apiserver's TLS configuration towards
+	// kubelets (pods/log, pods/exec), e.g. pki.KubeletClientTLSConfig.
+	KubeletClientTLS *tls.Config
 }
 
 // Start starts a control plane in t.TempDir().
@@ -73,7 +77,8 @@ func Start(t testing.TB, opts ...Options) *Env {
 			SchedulerToken:  {User: apiserver.UserScheduler},
 			UserToken:       {User: "alice"},
 		},
-		Admission: o.Admission,
+		Admission:        o.Admission,
+		KubeletClientTLS: o.KubeletClientTLS,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

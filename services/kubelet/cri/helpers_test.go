@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/ops/images"
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/kubelet"
 	"github.com/cairn-dev/cairn/services/kubelet/container"
@@ -48,6 +50,11 @@ type rig struct {
 	dir  string // the kubelet's RootDir
 	k    *kubelet.Kubelet
 	stop func() // stops the kubelet (as a crash would: nothing is cleaned up)
+	// pki is a cluster CA; the kubelet's ClientCAs trust it, and https
+	// reaches the kubelet's API as the apiserver does (its kubelet client
+	// certificate).
+	pki   *pki.PKI
+	https *http.Client
 }
 
 func newRig(t *testing.T, tweak func(*kubelet.Config)) *rig {
@@ -58,7 +65,13 @@ func newRig(t *testing.T, tweak func(*kubelet.Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, env: env, node: nr, rt: rt, dir: t.TempDir()}
+	p, err := pki.Load(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: p.KubeletClientTLSConfig()}
+	t.Cleanup(tr.CloseIdleConnections)
+	r := &rig{t: t, env: env, node: nr, rt: rt, dir: t.TempDir(), pki: p, https: &http.Client{Transport: tr}}
 	r.start(tweak)
 	return r
 }
@@ -70,6 +83,7 @@ func (r *rig) start(tweak func(*kubelet.Config)) {
 		RestConfig: r.env.Config, JS: r.env.JS, NodeName: "n1", Runtime: r.rt,
 		NodeIP: r.node.Gateway().String(), RootDir: r.dir, Dial: r.node.DialContext,
 		ServerAddr:   "127.0.0.1:0",
+		ClientCAs:    r.pki.CAPool,
 		RelistPeriod: 200 * time.Millisecond, BackOffInitial: time.Second, BackOffMax: 4 * time.Second,
 		Log: controlplanetest.Logger("KUBELET_TEST_LOG"),
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,11 +21,9 @@ func (r *rig) serverURL(path string, q url.Values) *url.URL {
 	return &url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", r.k.Port()), Path: path, RawQuery: q.Encode()}
 }
 
-var insecure = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-
 func (r *rig) logs(ctx context.Context, pod, c string, q url.Values) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.serverURL("/containerLogs/default/"+pod+"/"+c, q).String(), nil)
-	return insecure.Do(req)
+	return r.https.Do(req)
 }
 
 func (r *rig) logsString(pod, c string, q url.Values) string {
@@ -91,7 +88,7 @@ func TestServerLogs(t *testing.T) {
 
 	// Unknown pod or container: 404.
 	for _, path := range []string{"/containerLogs/default/nope/c", "/containerLogs/default/talk/nope"} {
-		resp, err := insecure.Get(r.serverURL(path, nil).String())
+		resp, err := r.https.Get(r.serverURL(path, nil).String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +118,38 @@ func TestServerPreviousLogs(t *testing.T) {
 	}
 	if got := r.logsString("crash", "c", url.Values{"previous": {"true"}}); got != "attempt 1\n" {
 		t.Errorf("previous: %q", got)
+	}
+
+	// In back-off there is no new container yet: as with kubelet, the
+	// current logs and --previous are both those of the run that failed.
+	r.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "loop"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		Containers: []corev1.Container{{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: "/v"}},
+			Command: sh("echo run >> /v/n; echo attempt $(wc -l < /v/n); exit 1")}}}})
+	inBackOff := func(p *corev1.Pod) bool {
+		cs := status(p, "c")
+		return cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil
+	}
+	// The back-off here is 1 s, so a restart may come between the reads:
+	// a round counts only if the pod was in the same back-off before and
+	// after them.
+	deadline = time.Now().Add(wait)
+	for {
+		p := r.waitPod("loop", "in back-off", inBackOff)
+		restarts := status(p, "c").RestartCount
+		cur := r.logsString("loop", "c", nil)
+		prev := r.logsString("loop", "c", url.Values{"previous": {"true"}})
+		if after := r.get("loop"); !inBackOff(after) || status(after, "c").RestartCount != restarts {
+			if time.Now().After(deadline) {
+				t.Fatal("the pod never stayed in back-off long enough to read its logs")
+			}
+			continue
+		}
+		want := fmt.Sprintf("attempt %d\n", restarts+1)
+		if cur != want || prev != want {
+			t.Errorf("logs in back-off after %d restarts: current %q, previous %q, want both %q", restarts, cur, prev, want)
+		}
+		break
 	}
 }
 
@@ -156,7 +185,7 @@ func TestServerExec(t *testing.T) {
 		})
 	}
 	// Not found, not running: plain errors, no upgrade.
-	resp, err := insecure.Get(r.serverURL("/exec/default/nope/c", url.Values{"command": {"true"}}).String())
+	resp, err := r.https.Get(r.serverURL("/exec/default/nope/c", url.Values{"command": {"true"}}).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +201,7 @@ func (r *rig) wsExec(t *testing.T, pod, c string, q url.Values, stdin string) (s
 	t.Helper()
 	u := r.serverURL("/exec/default/"+pod+"/"+c, q)
 	u.Scheme = "wss"
-	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Subprotocols: []string{"v4.channel.k8s.io"},
+	d := websocket.Dialer{TLSClientConfig: r.pki.KubeletClientTLSConfig(), Subprotocols: []string{"v4.channel.k8s.io"},
 		HandshakeTimeout: 10 * time.Second}
 	conn, resp, err := d.Dial(u.String(), nil)
 	if err != nil {
