@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,12 +82,12 @@ func BenchmarkHistory(b *testing.B) {
 	}, "audit by user"), "audit-ms")
 
 	start = time.Now()
-	cpu := processCPU()
+	cpu := embeddedtest.ProcessCPU()
 	rep, err := replay.Run(b.Context(), replay.Config{JS: js, DataDir: filepath.Join(b.TempDir(), "replayed")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpuPerEvent := float64((processCPU() - cpu).Microseconds()) / float64(rep.Events)
+	cpuPerEvent := float64((embeddedtest.ProcessCPU() - cpu).Microseconds()) / float64(rep.Events)
 	b.ReportMetric(rep.EventsPerSecond, "replay-events/s")
 	b.ReportMetric(cpuPerEvent, "replay-cpu-us/event")
 	b.Logf("replay: %d events to revision %d in %s (%.0f events/s, %.0f µs of CPU per event, %d reordered, final sync %.1fs)",
@@ -97,16 +96,6 @@ func BenchmarkHistory(b *testing.B) {
 	b.ReportMetric(put, "etcd-puts/s")
 	b.ReportMetric(rep.EventsPerSecond/put, "replay/etcd-puts")
 	b.Logf("raw etcd: %.0f puts/s (fsync, 64 writers, 256 B); replay/puts %.2f", put, rep.EventsPerSecond/put)
-}
-
-// processCPU is the user and system CPU time this process has used (the
-// benchmark's source NATS included).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // publishLog publishes about total events, in chunks, with the rollout in

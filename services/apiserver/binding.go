@@ -3,7 +3,9 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,88 +22,143 @@ import (
 // The apiserver is where their decisions meet: a binding commits only if the
 // node still has room, and "still" is checked in the same etcd transaction
 // that writes the binding. Each node has a ledger (storage.Allocation) of
-// the pods bound to it; the transaction compares the ledger's revision, so
-// two bindings to one node serialise and the loser re-reads and re-checks.
+// the pods bound to it; the transaction compares the ledger's and the
+// node's revisions, so two bindings to one node serialise and the loser
+// re-checks against the state its failed transaction returned. What a
+// binding checks against comes from the binding cache (bindcache.go):
+// the compares, not the cache, make the check exact.
 // A binding that does not fit is refused with 409 Conflict, and the
 // scheduler puts the pod back in its queue.
 
 // errOvercommit prefixes the message of a refused binding.
 const errOvercommit = "binding rejected: node"
 
+// maxBindAttempts bounds the transactions commitBinding tries while only
+// the node or its ledger changes under it; past it, or when the pod itself
+// changed, guaranteedUpdate re-reads the pod and calls it again.
+const maxBindAttempts = 8
+
 // commitBinding writes a binding (the pod with spec.nodeName set, encoded
-// in val) together with the node's ledger. It returns storage.ErrConflict
-// when something it read changed, and guaranteedUpdate retries.
+// in val) together with the node's ledger, checking the node's room
+// against the binding cache (see bindcache.go). It returns
+// storage.ErrConflict when the pod changed, and guaranteedUpdate retries.
 func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val []byte) (events.Revision, error) {
 	ctx := q.ctx()
 	nodeName := pod.Spec.NodeName
-	var node *corev1.Node
-	var nodeRev events.Revision
-	nkv, err := s.store.Get(ctx, storage.Key("", "nodes", "", nodeName))
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		// Kubernetes binds to a node that does not exist (yet); so do we,
-		// without a capacity to check against.
-	case err != nil:
-		return 0, err
-	default:
-		obj, err := decodeStored(s.coreResource("nodes"), nkv)
-		if err != nil {
-			return 0, err
-		}
-		node, nodeRev = obj.(*corev1.Node), nkv.Revision
-	}
-	alloc, err := s.store.Allocation(ctx, nodeName)
-	if err != nil {
+	e := s.bindings().entry(nodeName)
+	if err := e.acquire(ctx); err != nil {
 		return 0, err
 	}
+	defer e.release()
 	want := schemas.PodRequests(pod)
-	if msg := overcommit(node, alloc, want); msg != "" {
-		// The ledger may hold pods that are gone or finished: prune it
-		// and look again before refusing.
-		if err := s.pruneAllocation(q, &alloc); err != nil {
+	read := func() error {
+		st, err := s.store.ReadNodeState(ctx, nodeName)
+		if err != nil {
+			e.valid = false
+			return err
+		}
+		return e.set(st)
+	}
+	fresh := false // e holds what etcd held during this request
+	for attempt := 0; ; attempt++ {
+		if !e.valid {
+			if err := read(); err != nil {
+				return 0, err
+			}
+			fresh = true
+		}
+		if msg := e.overcommit(want); msg != "" {
+			// Refuse only on what etcd holds now, and only after
+			// pruning: the ledger may hold pods that are gone or
+			// finished.
+			if !fresh {
+				if err := read(); err != nil {
+					return 0, err
+				}
+			}
+			if msg := e.overcommit(want); msg != "" {
+				err := s.pruneAllocation(q, &e.alloc)
+				e.total = e.alloc.Total()
+				if err != nil {
+					return 0, err
+				}
+				if msg := e.overcommit(want); msg != "" {
+					return 0, apierrors.NewConflict(q.res.GroupResource(), pod.Name,
+						fmt.Errorf("%s %s: %s", errOvercommit, nodeName, msg))
+				}
+			}
+		}
+		prev, replaced := e.alloc.Pods[kv.Key]
+		e.alloc.Pods[kv.Key] = storage.AllocatedPod{UID: string(pod.UID), Requests: want}
+		e.valid = false // until etcd says which version of the ledger holds
+		rev, err := s.store.Bind(ctx, kv.Key, val, kv.Revision, nodeName, e.room.rev, e.alloc, s.newWriteMeta(q, q.info.Verb))
+		if err == nil {
+			e.alloc.Revision = rev
+			if replaced {
+				e.total = e.total.Add(schemas.Requests{MilliCPU: -prev.Requests.MilliCPU,
+					Memory: -prev.Requests.Memory, EphemeralStorage: -prev.Requests.EphemeralStorage})
+			}
+			e.total = e.total.Add(want)
+			e.valid = true
+			return rev, nil
+		}
+		var stale *storage.StaleError
+		if !errors.As(err, &stale) {
 			return 0, err
 		}
-		if msg := overcommit(node, alloc, want); msg != "" {
-			return 0, apierrors.NewConflict(q.res.GroupResource(), pod.Name,
-				fmt.Errorf("%s %s: %s", errOvercommit, nodeName, msg))
+		if err := e.set(stale.State); err != nil {
+			return 0, err
+		}
+		fresh = true
+		if stale.PodRevision != kv.Revision || attempt+1 >= maxBindAttempts {
+			return 0, err
+		}
+		// Another writer (a binding through another apiserver, a node
+		// update) committed first: decide again on the state the failed
+		// transaction returned, after a short jittered pause from the
+		// second time on, so that replicas binding to one node spread out.
+		if attempt > 0 {
+			d := time.Duration(rand.Int64N(int64(50*time.Microsecond) << min(attempt, 6)))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
 		}
 	}
-	alloc.Pods[kv.Key] = storage.AllocatedPod{UID: string(pod.UID), Requests: want}
-	return s.store.Bind(ctx, kv.Key, val, kv.Revision, nodeName, nodeRev, alloc, s.newWriteMeta(q, q.info.Verb))
 }
 
 // maxLedgerWithoutNode bounds the ledger of a node that does not exist, which
 // has no pod capacity to trigger pruning.
 const maxLedgerWithoutNode = 256
 
-// overcommit says what the node lacks for a pod requesting want, in the
-// words of the scheduler's NodeResourcesFit ("Insufficient cpu"), or "" if
-// it fits.
-func overcommit(node *corev1.Node, a storage.Allocation, want schemas.Requests) string {
-	if node == nil {
-		if len(a.Pods) >= maxLedgerWithoutNode {
+func (e *nodeLedger) overcommit(want schemas.Requests) string {
+	return overcommit(e.room, len(e.alloc.Pods), e.total, want)
+}
+
+// overcommit says what the node lacks for a pod requesting want, given the
+// pods of its ledger and their total, in the words of the scheduler's
+// NodeResourcesFit ("Insufficient cpu"), or "" if it fits.
+func overcommit(room nodeRoom, pods int, used, want schemas.Requests) string {
+	if room.rev == 0 {
+		if pods >= maxLedgerWithoutNode {
 			return "too many pods"
 		}
 		return ""
 	}
-	alloc := node.Status.Allocatable
 	var lacks []string
-	if maxPods, ok := alloc[corev1.ResourcePods]; ok && int64(len(a.Pods))+1 > maxPods.Value() {
+	if room.maxPods >= 0 && int64(pods)+1 > room.maxPods {
 		lacks = append(lacks, "Too many pods")
 	}
-	have := schemas.ResourceRequests(alloc)
-	used := a.Total()
+	have := room.have
 	check := func(name string, want, used, have int64, present bool) {
 		if want > 0 && (!present || used+want > have) {
 			lacks = append(lacks, fmt.Sprintf("Insufficient %s (requested %d, allocated %d of %d)", name, want, used, have))
 		}
 	}
-	_, hasCPU := alloc[corev1.ResourceCPU]
-	_, hasMem := alloc[corev1.ResourceMemory]
-	_, hasEph := alloc[corev1.ResourceEphemeralStorage]
-	check("cpu", want.MilliCPU, used.MilliCPU, have.MilliCPU, hasCPU)
-	check("memory", want.Memory, used.Memory, have.Memory, hasMem)
-	check("ephemeral-storage", want.EphemeralStorage, used.EphemeralStorage, have.EphemeralStorage, hasEph)
+	check("cpu", want.MilliCPU, used.MilliCPU, have.MilliCPU, room.hasCPU)
+	check("memory", want.Memory, used.Memory, have.Memory, room.hasMem)
+	check("ephemeral-storage", want.EphemeralStorage, used.EphemeralStorage, have.EphemeralStorage, room.hasEph)
 	return strings.Join(lacks, ", ")
 }
 

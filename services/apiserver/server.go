@@ -76,6 +76,7 @@ type Server struct {
 	metrics *requestMetrics
 	now     func() time.Time
 	nsCache *namespaceCache
+	binds   bindCache // see bindcache.go
 
 	// watches tracks open watch handlers so Run can wait for them.
 	watches sync.WaitGroup

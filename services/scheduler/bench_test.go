@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,7 +103,7 @@ func benchScheduler(b *testing.B, affinity, backlog bool) {
 	var s *Scheduler
 	stopProfile := profileWindow(b)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := embeddedtest.ProcessCPU()
 	if backlog {
 		s = startReplica(b, env, cfg)
 	} else {
@@ -113,7 +112,7 @@ func benchScheduler(b *testing.B, affinity, backlog bool) {
 	}
 	eventually(b, 10*time.Minute, "all pods bound", func() bool { return s.Stats().Scheduled >= benchPods })
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := embeddedtest.ProcessCPU() - cpu0
 	stopProfile()
 	rate, created, p50, p99 := benchFigures(b, env, backlog)
 	b.ReportMetric(rate, "pods/s")
@@ -218,15 +217,6 @@ func benchCreators() int {
 func benchBinders() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_BINDERS"))
 	return n
-}
-
-// processCPU is the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // profileWindow writes a CPU profile of the timed part of a run to the file

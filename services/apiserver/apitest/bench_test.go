@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,15 +47,15 @@ const (
 //	                                 rates on a shared machine
 func BenchmarkAPICreatePods(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		cpu0 := processCPU()
+		cpu0 := embeddedtest.ProcessCPU()
 		etcdRate := embeddedtest.PutRate(b, benchPods, benchClients, benchValue)
-		putCPU := processCPU() - cpu0
+		putCPU := embeddedtest.ProcessCPU() - cpu0
 		env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
 		lag := startLagProbe(b, env)
-		cpu1 := processCPU()
+		cpu1 := embeddedtest.ProcessCPU()
 		creates, p50, p99, elapsed := createPods(b, env)
 		lagP99, writeLagP99 := lag.p99(b, benchPods)
-		createCPU := processCPU() - cpu1
+		createCPU := embeddedtest.ProcessCPU() - cpu1
 		b.ReportMetric(float64(createCPU.Microseconds())/float64(creates), "cpu-us/create")
 		b.ReportMetric(float64(putCPU.Microseconds())/benchPods, "cpu-us/put")
 		rate := float64(creates) / elapsed.Seconds()
@@ -70,15 +69,6 @@ func BenchmarkAPICreatePods(b *testing.B) {
 		b.Logf("created %d pods in %v: %.0f creates/s (p50 %v, p99 %v); publish lag p99 %v from commit, %v from write start; raw etcd %.0f puts/s; ratio %.2f",
 			creates, elapsed.Round(time.Millisecond), rate, p50, p99, lagP99, writeLagP99, etcdRate, rate/etcdRate)
 	}
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func createPods(b *testing.B, env *controlplanetest.Env) (int, time.Duration, time.Duration, time.Duration) {

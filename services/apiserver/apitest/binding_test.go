@@ -118,28 +118,10 @@ func TestBindingConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	bound, refused := 0, 0
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
-				Target: corev1.ObjectReference{Kind: "Node", Name: "n"}}, metav1.CreateOptions{})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				bound++
-			case apierrors.IsConflict(err):
-				refused++
-			default:
-				t.Errorf("bind p%d: %v", i, err)
-			}
-		}()
-	}
-	wg.Wait()
+	bound, refused := raceBindings(t, n, func(i int) error {
+		return pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
+			Target: corev1.ObjectReference{Kind: "Node", Name: "n"}}, metav1.CreateOptions{})
+	})
 	if bound != 10 || refused != n-10 {
 		t.Errorf("bound %d, refused %d; want 10 and %d", bound, refused, n-10)
 	}
@@ -150,4 +132,29 @@ func TestBindingConcurrent(t *testing.T) {
 	if len(list.Items) != 10 {
 		t.Errorf("%d pods on node n, want 10", len(list.Items))
 	}
+}
+
+// raceBindings makes n bindings at once, bind(0) .. bind(n-1), and counts
+// those made and those refused with 409 Conflict; any other error fails t.
+func raceBindings(t *testing.T, n int, bind func(i int) error) (bound, refused int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range n {
+		wg.Go(func() {
+			err := bind(i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				bound++
+			case apierrors.IsConflict(err):
+				refused++
+			default:
+				t.Errorf("bind p%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return bound, refused
 }
