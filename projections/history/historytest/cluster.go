@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -131,7 +132,7 @@ func standIns(ctx context.Context, cp *controlplane.ControlPlane, sched, kubelet
 			// next event, if any.
 			_ = sched.CoreV1().Pods(p.Namespace).Bind(cctx, b, metav1.CreateOptions{})
 		case p.Status.Phase != corev1.PodRunning:
-			SetRunning(&p)
+			cairntest.SetRunning(&p)
 			_, _ = kubelet.CoreV1().Pods(p.Namespace).UpdateStatus(cctx, &p, metav1.UpdateOptions{})
 		}
 		return nil
@@ -152,26 +153,5 @@ func Deployment(name string, replicas int32, image string) *appsv1.Deployment {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
 			},
 		},
-	}
-}
-
-// SetRunning sets p's status to what a kubelet reports once every
-// container has started: Running, with each condition and container
-// ready.
-func SetRunning(p *corev1.Pod) {
-	now := metav1.Now()
-	p.Status.Phase = corev1.PodRunning
-	p.Status.StartTime = &now
-	p.Status.Conditions = nil
-	for _, typ := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionTrue, LastTransitionTime: now})
-	}
-	p.Status.ContainerStatuses = nil
-	for _, c := range p.Spec.Containers {
-		started := true
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, Ready: true, Started: &started,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-		})
 	}
 }

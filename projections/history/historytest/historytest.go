@@ -6,7 +6,7 @@
 //
 // StartCluster runs a whole control plane instead, with the controllers,
 // a stand-in scheduler and kubelet and a running projection; Deployment
-// and SetRunning serve tests that drive one.
+// serves tests that drive one (cairntest.SetRunning sets a pod running).
 package historytest
 
 import (

@@ -1,7 +1,12 @@
 // Package cairntest helps tests that run the cairn binary as child
-// processes (the kubectl, crash and scale-out tests): it builds the binary
-// once per test, finds free loopback addresses for the children and runs
-// them (Proc).
+// processes (the kubectl, end-to-end, history, crash and scale-out tests):
+// it builds the binary once per test (Build), finds free loopback addresses
+// for the children (FreeAddr) and runs them: Proc for single components run
+// one after another, Up for a `cairn up` with readiness, stop by signal and
+// exit-status checks. Kubectl drives the real kubectl against a cluster
+// with its kubeconfig and a private HOME, and StartKubelet stands in,
+// through the API, for the kubelet of a `cairn up --node=false`, reporting
+// pods Running and Ready.
 package cairntest
 
 import (
@@ -12,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +76,13 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Tail is the last n lines of s, for failure messages.
+func Tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

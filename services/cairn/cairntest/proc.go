@@ -1,7 +1,6 @@
 package cairntest
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,9 +24,8 @@ type Proc struct {
 	logDir string
 
 	n       int
-	cmd     *exec.Cmd
+	c       *child // the running child, nil when none runs
 	logPath string
-	done    chan struct{}
 }
 
 // NewProc returns a Proc that runs bin with args; nothing runs until Start.
@@ -48,19 +46,12 @@ func (p *Proc) Start() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	defer f.Close() // the child has its own descriptor
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	if p.c, err = startChild(cmd); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
 }
 
 // WaitHTTPReady waits up to 30 s until the child answers GET url with 200.
@@ -70,10 +61,8 @@ func (p *Proc) WaitHTTPReady(url string) {
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		select {
-		case <-p.done:
+		if p.c.exited() {
 			p.t.Fatalf("%s (child %d) exited before it was ready:\n%s", p.name, p.n-1, p.Output())
-		default:
 		}
 		resp, err := hc.Get(url)
 		if err == nil {
@@ -92,10 +81,8 @@ func (p *Proc) WaitHTTPReady(url string) {
 // Alive fails the test if the running child has exited.
 func (p *Proc) Alive() {
 	p.t.Helper()
-	select {
-	case <-p.done:
-		p.t.Fatalf("%s (child %d) died on its own (%v):\n%s", p.name, p.n-1, p.cmd.ProcessState, p.Output())
-	default:
+	if p.c != nil && p.c.exited() {
+		p.t.Fatalf("%s (child %d) died on its own (%v):\n%s", p.name, p.n-1, p.c.cmd.ProcessState, p.Output())
 	}
 }
 
@@ -104,31 +91,29 @@ func (p *Proc) Alive() {
 func (p *Proc) Kill() {
 	p.t.Helper()
 	p.Alive()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.c.signal(syscall.SIGKILL); err != nil {
 		p.t.Fatalf("kill %s: %v", p.name, err)
 	}
-	<-p.done
+	<-p.c.done
 	p.Crashed()
-	p.cmd = nil
+	p.c = nil
 }
 
 // Interrupt sends SIGINT and waits for a clean exit.
 func (p *Proc) Interrupt(timeout time.Duration) {
 	p.t.Helper()
 	p.Alive()
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := p.c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		p.t.Fatalf("interrupt %s: %v", p.name, err)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
+	if !p.c.wait(timeout) {
 		p.t.Fatalf("%s did not exit within %v of SIGINT:\n%s", p.name, timeout, p.Output())
 	}
 	p.Crashed()
-	if !p.cmd.ProcessState.Success() {
-		p.t.Errorf("%s exited with %v after SIGINT:\n%s", p.name, p.cmd.ProcessState, p.Output())
+	if !p.c.cmd.ProcessState.Success() {
+		p.t.Errorf("%s exited with %v after SIGINT:\n%s", p.name, p.c.cmd.ProcessState, p.Output())
 	}
-	p.cmd = nil
+	p.c = nil
 }
 
 // Crashed fails the test if the current child's output shows a panic, a
@@ -143,15 +128,14 @@ func (p *Proc) Crashed() {
 // Stop kills the running child, if any, and logs its output if the test
 // failed. NewProc registers it as a cleanup.
 func (p *Proc) Stop() {
-	if p.cmd == nil {
+	if p.c == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.c.kill()
 	if p.t.Failed() {
 		p.t.Logf("last %s child (%d):\n%s", p.name, p.n-1, p.Output())
 	}
-	p.cmd = nil
+	p.c = nil
 }
 
 // Output is the current child's output, the last 8 KiB of it.

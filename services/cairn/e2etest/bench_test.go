@@ -40,7 +40,7 @@ func BenchmarkKubeletRealNode(b *testing.B) {
 	n := envInt("BENCH_REAL_PODS", 30)
 	bin := cairntest.Build(b)
 	c := startCluster(b, bin, kubectl, b.TempDir(), cairntest.FreeAddr(b))
-	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Up.Kubeconfig())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,13 +1,10 @@
 package e2etest
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/cairn/up"
 )
 
@@ -46,83 +44,34 @@ func requireNode(t testing.TB) string {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		t.Skip("e2etest: CNI plugins missing in /usr/lib/cni: run ops/node-deps.sh")
 	}
-	if _, err := os.Stat("/usr/bin/kubectl"); err == nil {
-		return "/usr/bin/kubectl"
-	}
-	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("e2etest: kubectl not installed")
-	}
-	return p
+	return cairntest.KubectlPath(t)
 }
 
-// cluster is one `cairn up` child process with its real node.
+// cluster is one `cairn up` child process with its real node, and the
+// kubectl that talks to it.
 type cluster struct {
-	kubectl, dataDir, home, kubeconfig string
-	cmd                                *exec.Cmd
-	stdout, stderr                     *cairntest.Buffer
-	done                               chan struct{}
-	waitErr                            error
-	stopped                            bool
+	*cairntest.Up
+	*cairntest.Kubectl
 }
 
 // startCluster runs `cairn up --data-dir dataDir --listen addr` (node
-// included) and waits until the apiserver answers /readyz and the node is
-// Ready. t.Cleanup kills it if the test did not stop it.
+// included) and waits until the node is Ready. t's cleanup stops it
+// (SIGINT, so that the node cleans up) if the test did not.
 func startCluster(t testing.TB, bin, kubectl, dataDir, addr string) *cluster {
 	t.Helper()
-	c := &cluster{
-		kubectl: kubectl, dataDir: dataDir, home: t.TempDir(),
-		kubeconfig: filepath.Join(dataDir, "kubeconfig"),
-		stdout:     &cairntest.Buffer{}, stderr: &cairntest.Buffer{}, done: make(chan struct{}),
-	}
-	c.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", addr)
-	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start cairn up: %v", err)
-	}
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		if !c.stopped {
-			// SIGINT first so the node cleans up; kill if it hangs.
-			_ = c.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-c.done:
-			case <-time.After(stopTimeout):
-				_ = c.cmd.Process.Kill()
-				<-c.done
+	u := cairntest.StartUp(t, t, cairntest.UpConfig{Bin: bin, DataDir: dataDir, Addr: addr, StopTimeout: stopTimeout})
+	c := &cluster{Up: u, Kubectl: &cairntest.Kubectl{Path: kubectl, Kubeconfig: u.Kubeconfig(), Home: t.TempDir(), Timeout: callTimeout}}
+	c.WaitReady(t, readyTimeout, func() error {
+		r := c.Run(t, "get", "nodes", "-o", "json")
+		if r.Err == nil {
+			var nodes corev1.NodeList
+			if err := json.Unmarshal([]byte(r.Stdout), &nodes); err == nil && len(nodes.Items) == 1 && nodeReady(&nodes.Items[0]) {
+				return nil
 			}
 		}
-		if t.Failed() {
-			t.Logf("cairn up stderr (tail):\n%s", tail(c.stderr.String(), 80))
-		}
+		return fmt.Errorf("node not Ready: %s", r)
 	})
-	deadline := time.Now().Add(readyTimeout)
-	var last string
-	for {
-		select {
-		case <-c.done:
-			t.Fatalf("cairn up exited before ready: %v\nstderr:\n%s", c.waitErr, tail(c.stderr.String(), 80))
-		default:
-		}
-		if _, err := os.Stat(c.kubeconfig); err == nil {
-			r := c.run(t, "get", "nodes", "-o", "json")
-			if r.err == nil {
-				var nodes corev1.NodeList
-				if err := json.Unmarshal([]byte(r.stdout), &nodes); err == nil && len(nodes.Items) == 1 && nodeReady(&nodes.Items[0]) {
-					return c
-				}
-			}
-			last = r.String()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cairn up's node not Ready after %v; last: %s\nstderr:\n%s", readyTimeout, last, tail(c.stderr.String(), 80))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	return c
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -135,70 +84,7 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // stop sends SIGINT and requires exit code 0 within stopTimeout.
-func (c *cluster) stop(t testing.TB) {
-	t.Helper()
-	c.stopped = true
-	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatalf("signal cairn up: %v", err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(stopTimeout):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-		t.Fatalf("cairn up did not exit within %v of SIGINT\nstderr:\n%s", stopTimeout, tail(c.stderr.String(), 80))
-	}
-	if c.waitErr != nil {
-		t.Fatalf("cairn up exited with %v (want 0)\nstderr:\n%s", c.waitErr, tail(c.stderr.String(), 80))
-	}
-}
-
-// result is the outcome of one kubectl call.
-type result struct {
-	args           []string
-	stdout, stderr string
-	err            error
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("kubectl %s: err=%v\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.err, r.stdout, r.stderr)
-}
-
-// run runs kubectl with the cluster's kubeconfig and a private HOME.
-func (c *cluster) run(t testing.TB, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	cmd := c.command(ctx, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), err: err}
-}
-
-// command is a kubectl command with the cluster's kubeconfig and a private
-// HOME.
-func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, c.kubectl, args...)
-	env := []string{"KUBECONFIG=" + c.kubeconfig, "HOME=" + c.home}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "HOME=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	return cmd
-}
-
-// ok runs kubectl, fails t unless it exits 0, and returns stdout.
-func (c *cluster) ok(t testing.TB, args ...string) string {
-	t.Helper()
-	r := c.run(t, args...)
-	if r.err != nil {
-		t.Fatalf("%s", r)
-	}
-	return r.stdout
-}
+func (c *cluster) stop(t testing.TB) { c.Stop(t, syscall.SIGINT) }
 
 // pods lists the pods of the default namespace matching selector.
 func (c *cluster) pods(t testing.TB, selector string) []corev1.Pod {
@@ -208,14 +94,14 @@ func (c *cluster) pods(t testing.TB, selector string) []corev1.Pod {
 		args = append(args, "-l", selector)
 	}
 	var l corev1.PodList
-	if err := json.Unmarshal([]byte(c.ok(t, args...)), &l); err != nil {
+	if err := json.Unmarshal([]byte(c.OK(t, args...)), &l); err != nil {
 		t.Fatalf("kubectl get pods: %v", err)
 	}
 	return l.Items
 }
 
 // nodeDir is where cairn up keeps its node (package kubelet/node's Dir).
-func (c *cluster) nodeDir() string { return filepath.Join(c.dataDir, "node") }
+func (c *cluster) nodeDir() string { return filepath.Join(c.DataDir, "node") }
 
 // socket is the node's containerd socket, where package kubelet/node puts
 // it: under the node's directory, or under /run/cairn-node/<hash> when that
@@ -244,7 +130,7 @@ func (c *cluster) containerdPid(t testing.TB) int {
 }
 
 // netnsPath is the node's network namespace.
-func (c *cluster) netnsPath() string { return filepath.Join("/run/netns", up.NetNSName(c.dataDir)) }
+func (c *cluster) netnsPath() string { return filepath.Join("/run/netns", up.NetNSName(c.DataDir)) }
 
 // criClient opens the CRI of the node's containerd directly, not through
 // cairn.
@@ -273,14 +159,6 @@ func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // processAlive reports whether pid runs (and is no zombie).

@@ -66,19 +66,19 @@ func TestE2E(t *testing.T) {
 	if err := os.WriteFile(crashFile, []byte(crashPod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.ok(t, "apply", "-f", crashFile)
+	c.OK(t, "apply", "-f", crashFile)
 	talkFile := filepath.Join(t.TempDir(), "talk.yaml")
 	if err := os.WriteFile(talkFile, []byte(talkPod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.ok(t, "apply", "-f", talkFile)
+	c.OK(t, "apply", "-f", talkFile)
 
 	// The README's first example, as written.
-	c.ok(t, "apply", "-f", webYAML)
+	c.OK(t, "apply", "-f", webYAML)
 	// busybox httpd (PID 1) ignores SIGTERM, so web.yaml's pods take the
 	// default 30 s grace period to go; a short one keeps the test fast.
 	// This rolls the Deployment once.
-	c.ok(t, "patch", "deployment", "web", "--type=merge", "-p", `{"spec":{"template":{"spec":{"terminationGracePeriodSeconds":2}}}}`)
+	c.OK(t, "patch", "deployment", "web", "--type=merge", "-p", `{"spec":{"template":{"spec":{"terminationGracePeriodSeconds":2}}}}`)
 
 	var web []corev1.Pod
 	t.Run("3 Ready with IPs, 3 containers in containerd", func(t *testing.T) {
@@ -91,22 +91,22 @@ func TestE2E(t *testing.T) {
 
 	t.Run("pod to pod by IP, logs", func(t *testing.T) {
 		from, to := web[0], web[1]
-		page := c.ok(t, "exec", from.Name, "--", "wget", "-q", "-O", "-", "http://"+to.Status.PodIP+":8080/")
+		page := c.OK(t, "exec", from.Name, "--", "wget", "-q", "-O", "-", "http://"+to.Status.PodIP+":8080/")
 		if strings.TrimSpace(page) == "" {
 			t.Fatalf("%s fetched an empty page from %s (%s)", from.Name, to.Name, to.Status.PodIP)
 		}
-		want := c.ok(t, "exec", to.Name, "--", "cat", "/var/www/index.html")
+		want := c.OK(t, "exec", to.Name, "--", "cat", "/var/www/index.html")
 		if page != want {
 			t.Errorf("page fetched by IP = %q, want %s's /var/www/index.html %q", page, to.Name, want)
 		}
 		// httpd -v logs every request with the client's address: the
 		// fetch shows in the target's log, from the source pod's IP.
 		poll(t, 10*time.Second, "kubectl logs "+to.Name+" shows the request from "+from.Status.PodIP, func() error {
-			logs := c.ok(t, "logs", to.Name)
+			logs := c.OK(t, "logs", to.Name)
 			// "[::ffff:10.64.0.8]:35338: response:200" or "10.64.0.8:35338: ..."
 			ip := from.Status.PodIP
 			if !strings.Contains(logs, "["+ip+"]:") && !strings.Contains(logs, ":"+ip+"]:") && !strings.Contains(logs, "\n"+ip+":") && !strings.HasPrefix(logs, ip+":") {
-				return fmt.Errorf("logs:\n%s", tail(logs, 10))
+				return fmt.Errorf("logs:\n%s", cairntest.Tail(logs, 10))
 			}
 			return nil
 		})
@@ -114,7 +114,7 @@ func TestE2E(t *testing.T) {
 
 	t.Run("exec hostname", func(t *testing.T) {
 		for _, p := range web {
-			got := strings.TrimSpace(c.ok(t, "exec", p.Name, "--", "cat", "/etc/hostname"))
+			got := strings.TrimSpace(c.OK(t, "exec", p.Name, "--", "cat", "/etc/hostname"))
 			if got != p.Name {
 				t.Errorf("kubectl exec %s -- cat /etc/hostname = %q, want the pod name", p.Name, got)
 			}
@@ -126,10 +126,10 @@ func TestE2E(t *testing.T) {
 	t.Run("the kubelet API refuses all but system:masters", func(t *testing.T) { c.checkKubeletAuth(t) })
 
 	t.Run("scale to 5 and back to 1", func(t *testing.T) {
-		c.ok(t, "scale", "deployment", "web", "--replicas=5")
+		c.OK(t, "scale", "deployment", "web", "--replicas=5")
 		five := c.waitWeb(t, 5)
 		checkCRIRunning(t, cri, five)
-		c.ok(t, "scale", "deployment", "web", "--replicas=1")
+		c.OK(t, "scale", "deployment", "web", "--replicas=1")
 		one := c.waitWeb(t, 1)
 		var gone []string
 		for _, p := range five {
@@ -160,14 +160,14 @@ func TestE2E(t *testing.T) {
 		var last string
 		poll(t, podWait, "pod crash restarted at least twice and shown in CrashLoopBackOff", func() error {
 			var p corev1.Pod
-			if err := json.Unmarshal([]byte(c.ok(t, "get", "pod", "crash", "-o", "json")), &p); err != nil {
+			if err := json.Unmarshal([]byte(c.OK(t, "get", "pod", "crash", "-o", "json")), &p); err != nil {
 				return err
 			}
 			if len(p.Status.ContainerStatuses) != 1 {
 				return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
 			}
 			cs := p.Status.ContainerStatuses[0]
-			table := c.ok(t, "get", "pods", "crash", "--no-headers")
+			table := c.OK(t, "get", "pods", "crash", "--no-headers")
 			last = fmt.Sprintf("restartCount %d, state %+v, lastState %+v; kubectl get pods: %s", cs.RestartCount, cs.State, cs.LastTerminationState, table)
 			if cs.RestartCount < 2 {
 				return errors.New(last)
@@ -198,8 +198,8 @@ func TestE2E(t *testing.T) {
 			t.Fatal("no pod network namespace found through the CRI")
 		}
 		t.Logf("%d sandboxes before delete; pod network namespaces %v", len(sandboxes), paths)
-		c.ok(t, "delete", "-f", webYAML, "--grace-period=2")
-		c.ok(t, "delete", "pod", "crash", "talk", "--grace-period=1")
+		c.OK(t, "delete", "-f", webYAML, "--grace-period=2")
+		c.OK(t, "delete", "pod", "crash", "talk", "--grace-period=1")
 		poll(t, podWait, "no pods left", func() error {
 			if ps := c.pods(t, ""); len(ps) > 0 {
 				return fmt.Errorf("pods %v", podNames(ps))

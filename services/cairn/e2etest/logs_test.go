@@ -57,7 +57,7 @@ spec:
 func (c *cluster) checkLogsOptions(t *testing.T) {
 	poll(t, podWait, "pod talk Ready with a restarted once", func() error {
 		var p corev1.Pod
-		if err := json.Unmarshal([]byte(c.ok(t, "get", "pod", "talk", "-o", "json")), &p); err != nil {
+		if err := json.Unmarshal([]byte(c.OK(t, "get", "pod", "talk", "-o", "json")), &p); err != nil {
 			return err
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -76,19 +76,19 @@ func (c *cluster) checkLogsOptions(t *testing.T) {
 		{"-c b", "from b\n"},
 	} {
 		poll(t, 10*time.Second, "kubectl logs talk "+tt.args, func() error {
-			if got := c.ok(t, append([]string{"logs", "talk"}, strings.Fields(tt.args)...)...); got != tt.want {
+			if got := c.OK(t, append([]string{"logs", "talk"}, strings.Fields(tt.args)...)...); got != tt.want {
 				return fmt.Errorf("got %q, want %q", got, tt.want)
 			}
 			return nil
 		})
 	}
-	if r := c.run(t, "logs", "talk", "-c", "b", "--previous"); r.err == nil {
+	if r := c.Run(t, "logs", "talk", "-c", "b", "--previous"); r.Err == nil {
 		t.Errorf("kubectl logs talk -c b --previous succeeded, but b never restarted: %s", r)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	cmd := c.command(ctx, "logs", "-f", "talk", "-c", "b")
+	cmd := c.Command(ctx, "logs", "-f", "talk", "-c", "b")
 	stderr := &cairntest.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -107,7 +107,7 @@ func (c *cluster) checkLogsOptions(t *testing.T) {
 		t.Fatalf("kubectl logs -f talk -c b: first line %q (%v), stderr %s", l, err, stderr.String())
 	}
 	// The next line is written only now: it must arrive on the open stream.
-	c.ok(t, "exec", "talk", "-c", "b", "--", "touch", "/tmp/go")
+	c.OK(t, "exec", "talk", "-c", "b", "--", "touch", "/tmp/go")
 	if l, err := br.ReadString('\n'); l != "b goes on\n" {
 		t.Fatalf("kubectl logs -f talk -c b: streamed line %q (%v), stderr %s", l, err, stderr.String())
 	}
@@ -118,7 +118,7 @@ func (c *cluster) checkLogsOptions(t *testing.T) {
 // system:masters) 403 with the kubelet's message, as the admin 200.
 func (c *cluster) checkKubeletAuth(t *testing.T) {
 	var nodes corev1.NodeList
-	if err := json.Unmarshal([]byte(c.ok(t, "get", "nodes", "-o", "json")), &nodes); err != nil || len(nodes.Items) != 1 {
+	if err := json.Unmarshal([]byte(c.OK(t, "get", "nodes", "-o", "json")), &nodes); err != nil || len(nodes.Items) != 1 {
 		t.Fatalf("nodes: %v %d", err, len(nodes.Items))
 	}
 	n := nodes.Items[0]
@@ -151,9 +151,9 @@ func (c *cluster) checkKubeletAuth(t *testing.T) {
 		wantBody string
 	}{
 		{"no client certificate", nil, 401, "Unauthorized"},
-		{"the node's certificate", certOf(filepath.Join(c.dataDir, up.KubeletKubeconfig)), 403,
+		{"the node's certificate", certOf(filepath.Join(c.DataDir, up.KubeletKubeconfig)), 403,
 			"Forbidden (user=system:node:" + n.Name + ", verb=get, resource=nodes, subresource=proxy)"},
-		{"the admin's certificate", certOf(c.kubeconfig), 200, "attempt 2\n"},
+		{"the admin's certificate", certOf(c.Up.Kubeconfig()), 200, "attempt 2\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

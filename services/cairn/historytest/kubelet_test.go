@@ -1,20 +1,16 @@
 package historytest
 
 import (
-	"context"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
-	hist "github.com/cairn-dev/cairn/projections/history/historytest"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 )
 
 // nodeName is the node the test registers and stands in for.
@@ -42,40 +38,22 @@ func registerNode(t *testing.T, cs kubernetes.Interface) {
 	}
 }
 
-// kubelet stands in for the kubelet of nodeName, through the API with the
-// admin kubeconfig: it reports the pods bound to the node Running and
-// Ready (at most limit of them in all, so the test can hold a rollout
-// half way) and finishes their graceful deletes. An informer with a short
-// resync retries what failed, across restarts of cairn.
+// kubelet stands in for the kubelet of nodeName (cairntest.StartKubelet):
+// it reports the pods bound to the node Running and Ready, at most limit of
+// them in all, so the test can hold a rollout half way, and finishes their
+// graceful deletes; it retries what failed across restarts of cairn.
 type kubelet struct {
-	client kubernetes.Interface
-	mu     sync.Mutex
-	limit  int
-	taken  map[types.UID]bool // pods it has started or is starting
+	mu    sync.Mutex
+	limit int
+	taken map[types.UID]bool // pods it has started or is starting
 }
 
 // startKubelet runs a kubelet with the kubeconfig until cleanup.
 func startKubelet(t *testing.T, kubeconfig string, limit int) *kubelet {
 	t.Helper()
-	cs, err := clientFor(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &kubelet{client: cs, limit: limit, taken: map[types.UID]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	f := informers.NewSharedInformerFactory(cs, time.Second)
-	_, err = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { k.sync(ctx, o.(*corev1.Pod)) },
-		UpdateFunc: func(_, o any) { k.sync(ctx, o.(*corev1.Pod)) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		f.Shutdown()
-	})
+	k := &kubelet{limit: limit, taken: map[types.UID]bool{}}
+	cairntest.StartKubelet(t, kubeconfig, cairntest.KubeletConfig{Node: nodeName, FinishDeletes: true,
+		Admit: func(p *corev1.Pod) bool { return k.take(p.UID) }})
 	return k
 }
 
@@ -98,25 +76,4 @@ func (k *kubelet) take(uid types.UID) bool {
 	}
 	k.taken[uid] = true
 	return true
-}
-
-// sync acts on one pod; a write that fails (cairn down, a conflict with a
-// newer version) is retried on the next resync.
-func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
-	if p.Spec.NodeName != nodeName {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	pods := k.client.CoreV1().Pods(p.Namespace)
-	switch {
-	case p.DeletionTimestamp != nil:
-		zero := int64(0)
-		_ = pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
-			Preconditions: &metav1.Preconditions{UID: &p.UID}})
-	case p.Status.Phase != corev1.PodRunning && k.take(p.UID):
-		p = p.DeepCopy()
-		hist.SetRunning(p)
-		_, _ = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	}
 }

@@ -64,20 +64,20 @@ func TestRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
 	}
-	kubectlPath(t)
+	cairntest.KubectlPath(t)
 	bin := cairntest.Build(t)
 	dir, addr := filepath.Join(t.TempDir(), "data"), cairntest.FreeAddr(t)
 
 	u := startUp(t, bin, dir, addr)
-	admin, err := clientFor(u.kubeconfig())
+	admin, err := clientFor(u.Up.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	registerNode(t, admin)
-	k := startKubelet(t, u.kubeconfig(), 2)
+	k := startKubelet(t, u.Up.Kubeconfig(), 2)
 	u.kubectl(t, deployment, "apply", "-f", "-")
 	waitPods(t, admin, "5 pods, 2 running", func(ps []corev1.Pod) bool { return len(ps) == 5 && running(ps, "busybox:1") == 2 })
-	u.stop(t, syscall.SIGTERM)
+	u.Stop(t, syscall.SIGTERM)
 
 	u = startUp(t, bin, dir, addr)
 	k.allow(5)
@@ -85,7 +85,7 @@ func TestRestart(t *testing.T) {
 	k.allow(6)
 	u.kubectl(t, "", "set", "image", "deployment/web", "app=busybox:2")
 	waitPods(t, admin, "running the new image", func(ps []corev1.Pod) bool { return running(ps, "busybox:2") == 1 })
-	u.stop(t, syscall.SIGKILL)
+	u.Stop(t, syscall.SIGKILL)
 
 	u = startUp(t, bin, dir, addr)
 	k.allow(1 << 20)
@@ -96,7 +96,7 @@ func TestRestart(t *testing.T) {
 	t.Run("audit holds every event once", func(t *testing.T) { checkAudit(t, u, bin, log) })
 	t.Run("timeline holds every event of the chain once", func(t *testing.T) { checkTimeline(t, u, bin, log) })
 	t.Run("replay serves the objects of the revision", func(t *testing.T) { checkReplay(t, u, bin, log) })
-	u.stop(t, syscall.SIGTERM)
+	u.Stop(t, syscall.SIGTERM)
 }
 
 // readLog reads the whole log with `cairn events tail --no-follow --json`
@@ -243,7 +243,7 @@ func checkReplay(t *testing.T, u *up, bin string, log []*events.Event) {
 		t.Fatal("no kubectl set image on the log")
 	}
 	dir := filepath.Join(t.TempDir(), "replayed")
-	out := command(t, nil, "", bin, "replay", "--to", rev.String(), "--data-dir", dir, "--from-data-dir", u.dir)
+	out := cairn(t, bin, "replay", "--to", rev.String(), "--data-dir", dir, "--from-data-dir", u.DataDir)
 	t.Logf("%s", strings.TrimSpace(out))
 	u2 := startUp(t, bin, dir, cairntest.FreeAddr(t))
 	for _, path := range []string{"/apis/apps/v1/namespaces/default/deployments", "/apis/apps/v1/namespaces/default/replicasets",
@@ -257,17 +257,17 @@ func checkReplay(t *testing.T, u *up, bin string, log []*events.Event) {
 			t.Errorf("%s at %d: replayed\n%v\nwant\n%v", path, rev, got, want)
 		}
 	}
-	var err error
+	var r cairntest.Result
 	for deadline := time.Now().Add(waitTimeout); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if out, err = run(t, nil, "", bin, "events", "verify", "--data-dir", dir); err == nil {
-			t.Logf("verify of the replayed directory: %s", strings.TrimSpace(out))
+		if r = cairntest.Run(t, callTimeout, bin, "events", "verify", "--data-dir", dir); r.Err == nil {
+			t.Logf("verify of the replayed directory: %s", strings.TrimSpace(r.Stdout))
 			break
 		}
 	}
-	if err != nil {
-		t.Errorf("verify of the replayed directory: %v", err)
+	if r.Err != nil {
+		t.Errorf("verify of the replayed directory: %s", r)
 	}
-	u2.stop(t, syscall.SIGTERM)
+	u2.Stop(t, syscall.SIGTERM)
 }
 
 // listItems decodes a list's items by name.

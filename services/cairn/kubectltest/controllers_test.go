@@ -1,11 +1,8 @@
 package kubectltest
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 )
 
 // rolloutTimeout bounds a `kubectl rollout status` and the waits for the
@@ -29,7 +30,7 @@ func TestKubectlControllers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
 	}
-	kubectl := kubectlPath(t)
+	kubectl := cairntest.KubectlPath(t)
 	bin := cairntest.Build(t)
 	dir := t.TempDir()
 	c := startCluster(t, t, bin, kubectl, filepath.Join(dir, "data"), cairntest.FreeAddr(t), filepath.Join(dir, "home"))
@@ -52,44 +53,36 @@ func TestKubectlControllers(t *testing.T) {
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.fn(t, c) }) {
-			t.Fatalf("step %q failed; later steps depend on it\ncairn up stderr (tail):\n%s", s.name, tail(c.stderr.String(), 4000))
+			t.Fatalf("step %q failed; later steps depend on it\n%s", s.name, c.Output())
 		}
 	}
 	stopKubelet()
 	c.stop(t)
 }
 
-// tail returns the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}
+// brokenImage marks images the stand-in kubelet never starts: a pod with a
+// container whose image contains it stays Pending and never becomes ready.
+const brokenImage = "broken"
 
-// runFor runs kubectl like cluster.run, with its own timeout for calls that
-// wait (rollout status, delete).
-func (c *cluster) runFor(t *testing.T, timeout time.Duration, args ...string) result {
+// startKubelet runs the stand-in kubelet against c until the returned stop
+// is called or the test ends: it reports every pod Running and Ready
+// through pods/status, unless one of its images is broken.
+func startKubelet(t *testing.T, c *cluster) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.kubectl, args...)
-	cmd.Env = c.env()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), err: err}
+	return cairntest.StartKubelet(t, c.Up.Kubeconfig(), cairntest.KubeletConfig{Admit: func(p *corev1.Pod) bool {
+		return !slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return strings.Contains(c.Image, brokenImage) })
+	}})
 }
 
 // rolloutStatus runs `kubectl rollout status` on deploy and requires that
 // it returns 0 saying the rollout finished.
 func rolloutStatus(t *testing.T, c *cluster, deploy string) {
 	t.Helper()
-	r := c.runFor(t, rolloutTimeout+30*time.Second, "rollout", "status", "deployment/"+deploy, "--timeout=60s")
-	if r.err != nil {
+	r := c.RunWith(t, "", rolloutTimeout+30*time.Second, "rollout", "status", "deployment/"+deploy, "--timeout=60s")
+	if r.Err != nil {
 		t.Fatalf("%s\n%s", r, describeDeployment(t, c, deploy))
 	}
-	if want := fmt.Sprintf("deployment %q successfully rolled out", deploy); !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("deployment %q successfully rolled out", deploy); !strings.Contains(r.Stdout, want) {
 		t.Fatalf("rollout status stdout does not say %q: %s", want, r)
 	}
 }
@@ -97,14 +90,14 @@ func rolloutStatus(t *testing.T, c *cluster, deploy string) {
 // describeDeployment is what a failure message shows of deploy.
 func describeDeployment(t *testing.T, c *cluster, deploy string) string {
 	t.Helper()
-	return c.run(t, "get", "deployment/"+deploy, "-o", "yaml").stdout +
-		c.run(t, "get", "rs,pods", "-l", "app="+deploy, "-o", "wide", "--show-labels").stdout
+	return c.Run(t, "get", "deployment/"+deploy, "-o", "yaml").Stdout +
+		c.Run(t, "get", "rs,pods", "-l", "app="+deploy, "-o", "wide", "--show-labels").Stdout
 }
 
 // jsonpath returns `kubectl get args -o jsonpath=tmpl`.
 func jsonpath(t *testing.T, c *cluster, tmpl string, args ...string) string {
 	t.Helper()
-	return c.ok(t, append(append([]string{"get"}, args...), "-o", "jsonpath="+tmpl)...)
+	return c.OK(t, append(append([]string{"get"}, args...), "-o", "jsonpath="+tmpl)...)
 }
 
 // eventually polls cond until it returns nil, failing the test with its
@@ -193,7 +186,7 @@ func waitSettled(t *testing.T, c *cluster, deploy, image string, replicas int, r
 }
 
 func testRolloutCreate(t *testing.T, c *cluster) {
-	out := c.ok(t, "create", "deployment", "web", "--image=busybox:1.36", "--replicas=2")
+	out := c.OK(t, "create", "deployment", "web", "--image=busybox:1.36", "--replicas=2")
 	if want := "deployment.apps/web created"; !strings.Contains(out, want) {
 		t.Errorf("create deployment = %q, want %q", out, want)
 	}
@@ -202,12 +195,12 @@ func testRolloutCreate(t *testing.T, c *cluster) {
 	if len(sets) != 1 {
 		t.Errorf("%d ReplicaSets after create, want 1: %+v", len(sets), sets)
 	}
-	rows := wantHeader(t, c.ok(t, "get", "deployment", "web"), "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE")
+	rows := wantHeader(t, c.OK(t, "get", "deployment", "web"), "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE")
 	wantRow(t, rows, "web", "2/2", "2", "2")
 }
 
 func testRolloutScale(t *testing.T, c *cluster) {
-	out := c.ok(t, "scale", "deployment", "web", "--replicas=4")
+	out := c.OK(t, "scale", "deployment", "web", "--replicas=4")
 	if want := "deployment.apps/web scaled"; !strings.Contains(out, want) {
 		t.Errorf("scale = %q, want %q", out, want)
 	}
@@ -219,7 +212,7 @@ func testRolloutScale(t *testing.T, c *cluster) {
 }
 
 func testRolloutSetImage(t *testing.T, c *cluster) {
-	out := c.ok(t, "set", "image", "deployment/web", "busybox=busybox:1.37")
+	out := c.OK(t, "set", "image", "deployment/web", "busybox=busybox:1.37")
 	if want := "deployment.apps/web image updated"; !strings.Contains(out, want) {
 		t.Errorf("set image = %q, want %q", out, want)
 	}
@@ -238,7 +231,7 @@ func testRolloutSetImage(t *testing.T, c *cluster) {
 // historyRevisions returns the revisions `kubectl rollout history` lists.
 func historyRevisions(t *testing.T, c *cluster, deploy string) []string {
 	t.Helper()
-	out := c.ok(t, "rollout", "history", "deployment/"+deploy)
+	out := c.OK(t, "rollout", "history", "deployment/"+deploy)
 	ls := lines(out)
 	if len(ls) < 2 || !strings.HasPrefix(ls[0], "deployment.apps/"+deploy) {
 		t.Fatalf("rollout history:\n%s\nwant a deployment.apps/%s title and a table", out, deploy)
@@ -255,21 +248,21 @@ func testRolloutHistory(t *testing.T, c *cluster) {
 	if revs := historyRevisions(t, c, "web"); !slices.Equal(revs, []string{"1", "2"}) {
 		t.Errorf("rollout history revisions = %q, want [1 2]", revs)
 	}
-	out := c.ok(t, "rollout", "history", "deployment/web", "--revision=2")
+	out := c.OK(t, "rollout", "history", "deployment/web", "--revision=2")
 	if !strings.Contains(out, "revision #2") || !regexp.MustCompile(`Image:\s+busybox:1\.37\n`).MatchString(out) {
 		t.Errorf("rollout history --revision=2:\n%s\nwant revision #2 with Image: busybox:1.37", out)
 	}
-	out = c.ok(t, "rollout", "history", "deployment/web", "--revision=1")
+	out = c.OK(t, "rollout", "history", "deployment/web", "--revision=1")
 	if !regexp.MustCompile(`Image:\s+busybox:1\.36\n`).MatchString(out) {
 		t.Errorf("rollout history --revision=1:\n%s\nwant Image: busybox:1.36", out)
 	}
-	if r := c.run(t, "rollout", "history", "deployment/web", "--revision=9"); r.err == nil {
+	if r := c.Run(t, "rollout", "history", "deployment/web", "--revision=9"); r.Err == nil {
 		t.Errorf("rollout history --revision=9 of a deployment with 2 revisions succeeded: %s", r)
 	}
 }
 
 func testRolloutUndo(t *testing.T, c *cluster) {
-	out := c.ok(t, "rollout", "undo", "deployment/web")
+	out := c.OK(t, "rollout", "undo", "deployment/web")
 	if want := "deployment.apps/web rolled back"; !strings.Contains(out, want) {
 		t.Errorf("rollout undo = %q, want %q", out, want)
 	}
@@ -287,11 +280,11 @@ func testRolloutUndo(t *testing.T, c *cluster) {
 }
 
 func testRolloutPause(t *testing.T, c *cluster) {
-	out := c.ok(t, "rollout", "pause", "deployment/web")
+	out := c.OK(t, "rollout", "pause", "deployment/web")
 	if want := "deployment.apps/web paused"; !strings.Contains(out, want) {
 		t.Errorf("rollout pause = %q, want %q", out, want)
 	}
-	c.ok(t, "set", "image", "deployment/web", "busybox=busybox:1.38")
+	c.OK(t, "set", "image", "deployment/web", "busybox=busybox:1.38")
 	// The controller has seen the paused Deployment with the new template
 	// once it has observed its generation and says it is paused.
 	eventually(t, c, "web", func() error {
@@ -311,7 +304,7 @@ func testRolloutPause(t *testing.T, c *cluster) {
 	if s, ok := setWithImage(sets, "busybox:1.38"); ok || len(sets) != 2 {
 		t.Fatalf("paused deployment: ReplicaSets %+v; want the 2 of before and none with busybox:1.38 (got %+v)", sets, s)
 	}
-	out = c.ok(t, "rollout", "resume", "deployment/web")
+	out = c.OK(t, "rollout", "resume", "deployment/web")
 	if want := "deployment.apps/web resumed"; !strings.Contains(out, want) {
 		t.Errorf("rollout resume = %q, want %q", out, want)
 	}
@@ -323,14 +316,14 @@ func testRolloutPause(t *testing.T, c *cluster) {
 }
 
 func testRolloutDeadline(t *testing.T, c *cluster) {
-	c.ok(t, "patch", "deployment", "web", "-p", `{"spec":{"progressDeadlineSeconds":5}}`)
-	c.ok(t, "set", "image", "deployment/web", "busybox=busybox:"+brokenImage)
-	r := c.runFor(t, rolloutTimeout+30*time.Second, "rollout", "status", "deployment/web", "--timeout=60s")
+	c.OK(t, "patch", "deployment", "web", "-p", `{"spec":{"progressDeadlineSeconds":5}}`)
+	c.OK(t, "set", "image", "deployment/web", "busybox=busybox:"+brokenImage)
+	r := c.RunWith(t, "", rolloutTimeout+30*time.Second, "rollout", "status", "deployment/web", "--timeout=60s")
 	var exit *exec.ExitError
-	if !errors.As(r.err, &exit) {
+	if !errors.As(r.Err, &exit) {
 		t.Fatalf("rollout status of a rollout that cannot finish: want a non-zero exit; %s", r)
 	}
-	if want := `deployment "web" exceeded its progress deadline`; !strings.Contains(r.stderr, want) {
+	if want := `deployment "web" exceeded its progress deadline`; !strings.Contains(r.Stderr, want) {
 		t.Fatalf("rollout status stderr does not say %q; %s\n%s", want, r, describeDeployment(t, c, "web"))
 	}
 	got := jsonpath(t, c, `{.status.conditions[?(@.type=="Progressing")].status}|{.status.conditions[?(@.type=="Progressing")].reason}`, "deployment", "web")
@@ -349,7 +342,7 @@ func waitNone(t *testing.T, c *cluster, deploy string, kinds ...string) {
 	t.Helper()
 	for _, kind := range kinds {
 		eventually(t, c, deploy, func() error {
-			if out := c.ok(t, "get", kind, "-l", "app="+deploy, "-o", "name"); out != "" {
+			if out := c.OK(t, "get", kind, "-l", "app="+deploy, "-o", "name"); out != "" {
 				return fmt.Errorf("%s with app=%s still there: %q", kind, deploy, out)
 			}
 			return nil
@@ -358,14 +351,14 @@ func waitNone(t *testing.T, c *cluster, deploy string, kinds ...string) {
 }
 
 func testDeleteBackground(t *testing.T, c *cluster) {
-	if n := len(lines(c.ok(t, "get", "rs", "-l", "app=web", "-o", "name"))); n < 2 {
+	if n := len(lines(c.OK(t, "get", "rs", "-l", "app=web", "-o", "name"))); n < 2 {
 		t.Fatalf("web has %d ReplicaSets before delete, want several", n)
 	}
-	r := c.runFor(t, rolloutTimeout, "delete", "deployment", "web", "--cascade=background")
-	if r.err != nil || !strings.Contains(r.stdout, `deployment.apps "web" deleted`) {
+	r := c.RunWith(t, "", rolloutTimeout, "delete", "deployment", "web", "--cascade=background")
+	if r.Err != nil || !strings.Contains(r.Stdout, `deployment.apps "web" deleted`) {
 		t.Fatalf("delete --cascade=background: %s", r)
 	}
-	if out := c.run(t, "get", "deployment", "web"); out.err == nil {
+	if out := c.Run(t, "get", "deployment", "web"); out.Err == nil {
 		t.Errorf("deployment web still there after delete returned: %s", out)
 	}
 	waitNone(t, c, "web", "rs", "pods")
@@ -374,7 +367,7 @@ func testDeleteBackground(t *testing.T, c *cluster) {
 // createReady creates deploy with 2 ready replicas of busybox:1.36.
 func createReady(t *testing.T, c *cluster, deploy string) {
 	t.Helper()
-	c.ok(t, "create", "deployment", deploy, "--image=busybox:1.36", "--replicas=2")
+	c.OK(t, "create", "deployment", deploy, "--image=busybox:1.36", "--replicas=2")
 	rolloutStatus(t, c, deploy)
 	waitSettled(t, c, deploy, "busybox:1.36", 2, "1")
 }
@@ -383,21 +376,21 @@ func testDeleteForeground(t *testing.T, c *cluster) {
 	createReady(t, c, "fg")
 	// A finalizer on one pod holds it, so the foreground deletion has to
 	// wait for it, and kubectl can see the Deployment while it waits.
-	pod := strings.TrimPrefix(lines(c.ok(t, "get", "pods", "-l", "app=fg", "-o", "name"))[0], "pod/")
-	c.ok(t, "patch", "pod", pod, "--type=merge", "-p", `{"metadata":{"finalizers":["cairn.test/hold"]}}`)
-	r := c.runFor(t, rolloutTimeout, "delete", "deployment", "fg", "--cascade=foreground", "--wait=false")
-	if r.err != nil || !strings.Contains(r.stdout, `deployment.apps "fg" deleted`) {
+	pod := strings.TrimPrefix(lines(c.OK(t, "get", "pods", "-l", "app=fg", "-o", "name"))[0], "pod/")
+	c.OK(t, "patch", "pod", pod, "--type=merge", "-p", `{"metadata":{"finalizers":["cairn.test/hold"]}}`)
+	r := c.RunWith(t, "", rolloutTimeout, "delete", "deployment", "fg", "--cascade=foreground", "--wait=false")
+	if r.Err != nil || !strings.Contains(r.Stdout, `deployment.apps "fg" deleted`) {
 		t.Fatalf("delete --cascade=foreground: %s", r)
 	}
 	// The Deployment, its ReplicaSet and the held pod wait, marked deleted
 	// and with the foregroundDeletion finalizer; the other pod goes.
 	eventually(t, c, "fg", func() error {
-		d := c.run(t, "get", "deployment", "fg", "-o", "jsonpath={.metadata.finalizers}|{.metadata.deletionTimestamp}")
-		if d.err != nil {
+		d := c.Run(t, "get", "deployment", "fg", "-o", "jsonpath={.metadata.finalizers}|{.metadata.deletionTimestamp}")
+		if d.Err != nil {
 			return fmt.Errorf("deployment fg gone while a pod it owns through its ReplicaSet is still there: %s", d)
 		}
-		if !strings.Contains(d.stdout, "foregroundDeletion") || strings.HasSuffix(d.stdout, "|") {
-			return fmt.Errorf("deployment fg finalizers|deletionTimestamp = %q, want foregroundDeletion and a deletionTimestamp", d.stdout)
+		if !strings.Contains(d.Stdout, "foregroundDeletion") || strings.HasSuffix(d.Stdout, "|") {
+			return fmt.Errorf("deployment fg finalizers|deletionTimestamp = %q, want foregroundDeletion and a deletionTimestamp", d.Stdout)
 		}
 		rs := jsonpath(t, c, `{range .items[*]}{.metadata.finalizers}|{.metadata.deletionTimestamp}{"\n"}{end}`, "rs", "-l", "app=fg")
 		if l := lines(rs); len(l) != 1 || !strings.Contains(l[0], "foregroundDeletion") || strings.HasSuffix(l[0], "|") {
@@ -409,32 +402,32 @@ func testDeleteForeground(t *testing.T, c *cluster) {
 		}
 		return nil
 	})
-	c.ok(t, "patch", "pod", pod, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-	r = c.runFor(t, rolloutTimeout+30*time.Second, "wait", "--for=delete", "deployment/fg", "--timeout=60s")
-	if r.err != nil {
+	c.OK(t, "patch", "pod", pod, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	r = c.RunWith(t, "", rolloutTimeout+30*time.Second, "wait", "--for=delete", "deployment/fg", "--timeout=60s")
+	if r.Err != nil {
 		t.Fatalf("deployment fg not deleted after its pods: %s\n%s", r, describeDeployment(t, c, "fg"))
 	}
 	waitNone(t, c, "fg", "rs", "pods")
 
 	// Without anything holding it, kubectl's delete waits for it all.
 	createReady(t, c, "fg2")
-	r = c.runFor(t, rolloutTimeout+30*time.Second, "delete", "deployment", "fg2", "--cascade=foreground", "--timeout=60s")
-	if r.err != nil || !strings.Contains(r.stdout, `deployment.apps "fg2" deleted`) {
+	r = c.RunWith(t, "", rolloutTimeout+30*time.Second, "delete", "deployment", "fg2", "--cascade=foreground", "--timeout=60s")
+	if r.Err != nil || !strings.Contains(r.Stdout, `deployment.apps "fg2" deleted`) {
 		t.Fatalf("delete --cascade=foreground: %s", r)
 	}
-	if out := c.ok(t, "get", "rs,pods", "-l", "app=fg2", "-o", "name"); out != "" {
+	if out := c.OK(t, "get", "rs,pods", "-l", "app=fg2", "-o", "name"); out != "" {
 		t.Errorf("after a foreground delete of deployment fg2 returned, still there:\n%s", out)
 	}
 }
 
 func testDeleteOrphan(t *testing.T, c *cluster) {
 	createReady(t, c, "orphan")
-	before := c.ok(t, "get", "rs,pods", "-l", "app=orphan", "-o", "name")
-	r := c.runFor(t, rolloutTimeout, "delete", "deployment", "orphan", "--cascade=orphan")
-	if r.err != nil || !strings.Contains(r.stdout, `deployment.apps "orphan" deleted`) {
+	before := c.OK(t, "get", "rs,pods", "-l", "app=orphan", "-o", "name")
+	r := c.RunWith(t, "", rolloutTimeout, "delete", "deployment", "orphan", "--cascade=orphan")
+	if r.Err != nil || !strings.Contains(r.Stdout, `deployment.apps "orphan" deleted`) {
 		t.Fatalf("delete --cascade=orphan: %s", r)
 	}
-	if out := c.run(t, "get", "deployment", "orphan"); out.err == nil {
+	if out := c.Run(t, "get", "deployment", "orphan"); out.Err == nil {
 		t.Errorf("deployment orphan still there after delete returned: %s", out)
 	}
 	rsRefs := func() string {
@@ -449,7 +442,7 @@ func testDeleteOrphan(t *testing.T, c *cluster) {
 	})
 	// Give the garbage collector time to do what it must not.
 	time.Sleep(3 * time.Second)
-	if after := c.ok(t, "get", "rs,pods", "-l", "app=orphan", "-o", "name"); after != before {
+	if after := c.OK(t, "get", "rs,pods", "-l", "app=orphan", "-o", "name"); after != before {
 		t.Errorf("after an orphaning delete, ReplicaSets and pods\n%s\nwant as before\n%s", after, before)
 	}
 	rs := strings.TrimSuffix(lines(rsRefs())[0], "|")
@@ -463,8 +456,8 @@ func testDeleteOrphan(t *testing.T, c *cluster) {
 		}
 	}
 	// The orphaned ReplicaSet still keeps its pods.
-	gone := strings.TrimPrefix(lines(c.ok(t, "get", "pods", "-l", "app=orphan", "-o", "name"))[0], "pod/")
-	c.ok(t, "delete", "pod", gone)
+	gone := strings.TrimPrefix(lines(c.OK(t, "get", "pods", "-l", "app=orphan", "-o", "name"))[0], "pod/")
+	c.OK(t, "delete", "pod", gone)
 	eventually(t, c, "orphan", func() error {
 		pods := lines(jsonpath(t, c, `{range .items[*]}{.metadata.name}|{.status.phase}{"\n"}{end}`, "pods", "-l", "app=orphan"))
 		if len(pods) != 2 || slices.ContainsFunc(pods, func(p string) bool { return strings.HasPrefix(p, gone+"|") || !strings.HasSuffix(p, "|Running") }) {
@@ -475,6 +468,6 @@ func testDeleteOrphan(t *testing.T, c *cluster) {
 		}
 		return nil
 	})
-	c.ok(t, "delete", "rs", rs)
+	c.OK(t, "delete", "rs", rs)
 	waitNone(t, c, "orphan", "rs", "pods")
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 )
 
 const deploymentYAML = `apiVersion: apps/v1
@@ -111,7 +112,7 @@ func TestKubectl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
 	}
-	kubectl := kubectlPath(t)
+	kubectl := cairntest.KubectlPath(t)
 	bin := cairntest.Build(t)
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
@@ -145,8 +146,8 @@ func TestKubectl(t *testing.T) {
 			}
 		}
 		// Writes work after a restart too.
-		c.ok(t, "label", "pod", "box", "restarted=yes")
-		if got := c.ok(t, "get", "pods", "-l", "restarted=yes", "-o", "name"); got != "pod/box\n" {
+		c.OK(t, "label", "pod", "box", "restarted=yes")
+		if got := c.OK(t, "get", "pods", "-l", "restarted=yes", "-o", "name"); got != "pod/box\n" {
 			t.Errorf("get -l restarted=yes = %q", got)
 		}
 	})
@@ -169,7 +170,7 @@ func testApply(t *testing.T, c *cluster, files manifests) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
-			if got := strings.TrimSpace(c.ok(t, "apply", "-f", files[tt.file])); got != tt.want {
+			if got := strings.TrimSpace(c.OK(t, "apply", "-f", files[tt.file])); got != tt.want {
 				t.Errorf("apply -f %s = %q, want %q", tt.file, got, tt.want)
 			}
 			if tt.after != nil {
@@ -177,10 +178,10 @@ func testApply(t *testing.T, c *cluster, files manifests) {
 			}
 		})
 	}
-	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
+	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
 		t.Errorf("deployment image after apply = %q, want nginx:1.26", got)
 	}
-	if got := c.ok(t, "get", "pod", "box", "-o", "jsonpath={.metadata.labels.tier}"); got != "frontend" {
+	if got := c.OK(t, "get", "pod", "box", "-o", "jsonpath={.metadata.labels.tier}"); got != "frontend" {
 		t.Errorf("pod tier after apply = %q, want frontend", got)
 	}
 	// The new template got a second ReplicaSet with one pod; the first
@@ -194,23 +195,23 @@ func testApply(t *testing.T, c *cluster, files manifests) {
 // testDryRun checks that kubectl diff and apply --dry-run=server see the
 // change without storing it.
 func testDryRun(t *testing.T, c *cluster, files manifests) {
-	if out := c.ok(t, "diff", "-f", files["deployment-v2.yaml"]); out != "" {
+	if out := c.OK(t, "diff", "-f", files["deployment-v2.yaml"]); out != "" {
 		t.Errorf("diff against the applied file = %q, want no output", out)
 	}
-	r := c.run(t, "diff", "-f", files["deployment-v3.yaml"])
+	r := c.Run(t, "diff", "-f", files["deployment-v3.yaml"])
 	var exit *exec.ExitError
-	if !errors.As(r.err, &exit) || exit.ExitCode() != 1 {
+	if !errors.As(r.Err, &exit) || exit.ExitCode() != 1 {
 		t.Errorf("diff of a changed file: want exit code 1; %s", r)
 	}
 	for _, want := range []string{"-      - image: nginx:1.26\n", "+      - image: nginx:1.28\n"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("diff lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, r.Stdout)
 		}
 	}
-	if got := strings.TrimSpace(c.ok(t, "apply", "--dry-run=server", "-f", files["deployment-v3.yaml"])); got != "deployment.apps/web configured (server dry run)" {
+	if got := strings.TrimSpace(c.OK(t, "apply", "--dry-run=server", "-f", files["deployment-v3.yaml"])); got != "deployment.apps/web configured (server dry run)" {
 		t.Errorf("apply --dry-run=server = %q", got)
 	}
-	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
+	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
 		t.Errorf("image after dry runs = %q, want nginx:1.26 (dry runs must not store)", got)
 	}
 }
@@ -267,7 +268,7 @@ func testGetFormats(t *testing.T, c *cluster) {
 	for _, p := range web {
 		webNames = append(webNames, strings.TrimPrefix(p, "pod/"))
 	}
-	updated := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.status.updatedReplicas}")
+	updated := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.status.updatedReplicas}")
 	tests := []struct {
 		name  string
 		args  []string
@@ -372,7 +373,7 @@ func testGetFormats(t *testing.T, c *cluster) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.check(t, c.ok(t, tt.args...))
+			tt.check(t, c.OK(t, tt.args...))
 		})
 	}
 }
@@ -419,7 +420,7 @@ func testSelectors(t *testing.T, c *cluster) {
 			args := append([]string{"get"}, tt.args...)
 			args = append(args, "-o", "name")
 			want := strings.ReplaceAll(tt.want, "{web}", web)
-			if got := c.ok(t, args...); got != want {
+			if got := c.OK(t, args...); got != want {
 				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, want)
 			}
 		})
@@ -454,11 +455,11 @@ func testPatch(t *testing.T, c *cluster) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"patch"}, tt.args...)
-			if got := strings.TrimSpace(c.ok(t, args...)); got != tt.wantOut {
+			if got := strings.TrimSpace(c.OK(t, args...)); got != tt.wantOut {
 				t.Errorf("kubectl %s = %q, want %q", strings.Join(args, " "), got, tt.wantOut)
 			}
 			f := strings.SplitN(tt.jsonpath, " ", 3)
-			if got := c.ok(t, "get", f[0], f[1], "-o", "jsonpath="+f[2]); got != tt.want {
+			if got := c.OK(t, "get", f[0], f[1], "-o", "jsonpath="+f[2]); got != tt.want {
 				t.Errorf("after patch %s = %q, want %q", f[2], got, tt.want)
 			}
 		})
@@ -466,23 +467,23 @@ func testPatch(t *testing.T, c *cluster) {
 }
 
 func testScale(t *testing.T, c *cluster) {
-	if got := strings.TrimSpace(c.ok(t, "scale", "deployment", "web", "--replicas=3")); got != "deployment.apps/web scaled" {
+	if got := strings.TrimSpace(c.OK(t, "scale", "deployment", "web", "--replicas=3")); got != "deployment.apps/web scaled" {
 		t.Errorf("scale = %q", got)
 	}
-	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
 		t.Errorf("spec.replicas = %q, want 3", got)
 	}
 	// The patches left a rolling update that cannot finish (no pod ever
 	// becomes ready), so the controllers scale it proportionally: 3 to 4
 	// Pending pods over the ReplicaSets, the newest one with nginx:1.27.
 	r := waitRollout(t, c, 3, "nginx:1.27")
-	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.status.replicas} {.status.updatedReplicas}"); got != fmt.Sprintf("%d %d", len(r.pods), r.newest().replicas) {
+	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.status.replicas} {.status.updatedReplicas}"); got != fmt.Sprintf("%d %d", len(r.pods), r.newest().replicas) {
 		t.Errorf("deployment status replicas, updatedReplicas = %q, want %d %d", got, len(r.pods), r.newest().replicas)
 	}
 	// --current-replicas is a precondition checked against the scale
 	// subresource.
-	c.fails(t, "scale", "deployment", "web", "--current-replicas=5", "--replicas=4")
-	if got := c.ok(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+	c.Fails(t, "scale", "deployment", "web", "--current-replicas=5", "--replicas=4")
+	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.spec.replicas}"); got != "3" {
 		t.Errorf("spec.replicas after failed precondition = %q, want 3", got)
 	}
 }
@@ -499,7 +500,7 @@ func countPrefix(out, prefix string) int {
 
 func testWatch(t *testing.T, c *cluster) {
 	t.Run("table", func(t *testing.T) {
-		out, stop := c.background(t, "get", "pods", "-w")
+		out, stop := c.Background(t, "get", "pods", "-w")
 		defer stop()
 		if !waitFor(10*time.Second, func() bool { return countPrefix(out.String(), "box ") >= 1 }) {
 			t.Fatalf("get pods -w printed no initial row in 10s:\n%s", out)
@@ -507,22 +508,22 @@ func testWatch(t *testing.T, c *cluster) {
 		if h := lines(out.String())[0]; !slices.Equal(strings.Fields(h), []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}) {
 			t.Errorf("get pods -w header = %q", h)
 		}
-		c.ok(t, "label", "pod", "box", "watched=table")
+		c.OK(t, "label", "pod", "box", "watched=table")
 		if !waitFor(10*time.Second, func() bool { return countPrefix(out.String(), "box ") >= 2 }) {
 			t.Errorf("get pods -w did not show the label change within 10s:\n%s", out)
 		}
 	})
 	t.Run("watch-only", func(t *testing.T) {
-		out, stop := c.background(t, "get", "pods", "--watch-only", "-o", "custom-columns=NAME:.metadata.name,W:.metadata.labels.watched", "--no-headers")
+		out, stop := c.Background(t, "get", "pods", "--watch-only", "-o", "custom-columns=NAME:.metadata.name,W:.metadata.labels.watched", "--no-headers")
 		defer stop()
 		// --watch-only prints only changes, so there is no line telling
 		// when the watch is open: change the pod until a change shows.
 		seen := func() bool { return strings.Contains(out.String(), "only") }
 		deadline := time.Now().Add(10 * time.Second)
 		for !seen() && time.Now().Before(deadline) {
-			c.ok(t, "label", "pod", "box", "watched=only", "--overwrite")
+			c.OK(t, "label", "pod", "box", "watched=only", "--overwrite")
 			waitFor(time.Second, seen)
-			c.ok(t, "label", "pod", "box", "watched-")
+			c.OK(t, "label", "pod", "box", "watched-")
 		}
 		if !seen() {
 			t.Errorf("get pods --watch-only did not show a label change within 10s:\n%s", out)
@@ -550,13 +551,13 @@ count: 1
 
 func testDescribe(t *testing.T, c *cluster) {
 	// describe lists the events whose involvedObject is the pod, by uid.
-	uid := c.ok(t, "get", "pod", "box", "-o", "jsonpath={.metadata.uid}")
+	uid := c.OK(t, "get", "pod", "box", "-o", "jsonpath={.metadata.uid}")
 	ev := filepath.Join(t.TempDir(), "event.yaml")
 	if err := os.WriteFile(ev, []byte(strings.Replace(eventYAML, "UID", uid, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.ok(t, "create", "-f", ev)
-	rows := wantHeader(t, c.ok(t, "get", "events"), "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
+	c.OK(t, "create", "-f", ev)
+	rows := wantHeader(t, c.OK(t, "get", "events"), "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
 	if len(rows) != 1 || !slices.Equal(rows[0][1:], strings.Fields("Normal Probed pod/box hello from kubectltest")) {
 		t.Errorf("get events rows = %q", rows)
 	}
@@ -574,7 +575,7 @@ func testDescribe(t *testing.T, c *cluster) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
-			out := c.ok(t, append([]string{"describe"}, tt.args...)...)
+			out := c.OK(t, append([]string{"describe"}, tt.args...)...)
 			for _, re := range tt.want {
 				if !regexp.MustCompile(re).MatchString(out) {
 					t.Errorf("describe %s does not match %s:\n%s", tt.args[0], re, out)
@@ -585,36 +586,36 @@ func testDescribe(t *testing.T, c *cluster) {
 }
 
 func testCreate(t *testing.T, c *cluster) {
-	if got := strings.TrimSpace(c.ok(t, "create", "configmap", "cfg", "--from-literal=a=1", "--from-literal=b=2")); got != "configmap/cfg created" {
+	if got := strings.TrimSpace(c.OK(t, "create", "configmap", "cfg", "--from-literal=a=1", "--from-literal=b=2")); got != "configmap/cfg created" {
 		t.Errorf("create configmap = %q", got)
 	}
-	if got := strings.TrimSpace(c.ok(t, "create", "secret", "generic", "sec", "--from-literal=password=hunter2")); got != "secret/sec created" {
+	if got := strings.TrimSpace(c.OK(t, "create", "secret", "generic", "sec", "--from-literal=password=hunter2")); got != "secret/sec created" {
 		t.Errorf("create secret = %q", got)
 	}
-	rows := wantHeader(t, c.ok(t, "get", "configmap", "cfg"), "NAME", "DATA", "AGE")
+	rows := wantHeader(t, c.OK(t, "get", "configmap", "cfg"), "NAME", "DATA", "AGE")
 	wantRow(t, rows, "cfg", "2")
-	rows = wantHeader(t, c.ok(t, "get", "secret", "sec"), "NAME", "TYPE", "DATA", "AGE")
+	rows = wantHeader(t, c.OK(t, "get", "secret", "sec"), "NAME", "TYPE", "DATA", "AGE")
 	wantRow(t, rows, "sec", "Opaque", "1")
-	if got := c.ok(t, "get", "cm", "cfg", "-o", "jsonpath={.data.a},{.data.b}"); got != "1,2" {
+	if got := c.OK(t, "get", "cm", "cfg", "-o", "jsonpath={.data.a},{.data.b}"); got != "1,2" {
 		t.Errorf("configmap data = %q, want 1,2", got)
 	}
-	enc := c.ok(t, "get", "secret", "sec", "-o", "jsonpath={.data.password}")
+	enc := c.OK(t, "get", "secret", "sec", "-o", "jsonpath={.data.password}")
 	if dec, err := base64.StdEncoding.DecodeString(enc); err != nil || string(dec) != "hunter2" {
 		t.Errorf("secret data.password = %q (%v), want base64 of hunter2", enc, err)
 	}
 	// Pages of one item each: the table and the names come out whole.
 	for _, n := range []string{"page-1", "page-2", "page-3"} {
-		c.ok(t, "create", "configmap", n)
+		c.OK(t, "create", "configmap", n)
 	}
-	rows = wantHeader(t, c.ok(t, "get", "cm", "--chunk-size=1"), "NAME", "DATA", "AGE")
+	rows = wantHeader(t, c.OK(t, "get", "cm", "--chunk-size=1"), "NAME", "DATA", "AGE")
 	if len(rows) != 4 {
 		t.Errorf("get cm --chunk-size=1: %d rows, want 4: %q", len(rows), rows)
 	}
-	if got := c.ok(t, "get", "cm", "--chunk-size=1", "-o", "name"); got != "configmap/cfg\nconfigmap/page-1\nconfigmap/page-2\nconfigmap/page-3\n" {
+	if got := c.OK(t, "get", "cm", "--chunk-size=1", "-o", "name"); got != "configmap/cfg\nconfigmap/page-1\nconfigmap/page-2\nconfigmap/page-3\n" {
 		t.Errorf("get cm --chunk-size=1 -o name = %q", got)
 	}
-	c.ok(t, "delete", "configmap", "page-1", "page-2", "page-3")
-	stderr := c.fails(t, "create", "configmap", "cfg")
+	c.OK(t, "delete", "configmap", "page-1", "page-2", "page-3")
+	stderr := c.Fails(t, "create", "configmap", "cfg")
 	if !strings.Contains(stderr, `configmaps "cfg" already exists`) {
 		t.Errorf("create existing configmap: stderr = %q", stderr)
 	}
@@ -638,22 +639,22 @@ func testLabelAnnotate(t *testing.T, c *cluster) {
 	}
 	for _, s := range steps {
 		if s.wantOut == "" {
-			if stderr := c.fails(t, s.args...); !strings.Contains(stderr, s.wantErr) {
+			if stderr := c.Fails(t, s.args...); !strings.Contains(stderr, s.wantErr) {
 				t.Errorf("kubectl %s: stderr = %q, want %q", strings.Join(s.args, " "), stderr, s.wantErr)
 			}
 			continue
 		}
-		if got := strings.TrimSpace(c.ok(t, s.args...)); got != s.wantOut {
+		if got := strings.TrimSpace(c.OK(t, s.args...)); got != s.wantOut {
 			t.Errorf("kubectl %s = %q, want %q", strings.Join(s.args, " "), got, s.wantOut)
 		}
 	}
-	if got := c.ok(t, "get", "cm", "cfg", "-o", "jsonpath={.metadata.labels} {.metadata.annotations}"); got != `{"env":"prod"} {"note":"bye"}` {
+	if got := c.OK(t, "get", "cm", "cfg", "-o", "jsonpath={.metadata.labels} {.metadata.annotations}"); got != `{"env":"prod"} {"note":"bye"}` {
 		t.Errorf("configmap labels and annotations = %q", got)
 	}
-	if got := c.ok(t, "get", "cm", "-l", "env=prod", "-o", "name"); got != "configmap/cfg\n" {
+	if got := c.OK(t, "get", "cm", "-l", "env=prod", "-o", "name"); got != "configmap/cfg\n" {
 		t.Errorf("get cm -l env=prod = %q", got)
 	}
-	if got := c.ok(t, "get", "pods", "-l", "checked=yes", "-o", "name"); got != "pod/box\n" {
+	if got := c.OK(t, "get", "pods", "-l", "checked=yes", "-o", "name"); got != "pod/box\n" {
 		t.Errorf("get pods -l checked=yes = %q", got)
 	}
 }
@@ -668,7 +669,7 @@ func testExplain(t *testing.T, c *cluster) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			out := c.ok(t, "explain", tt.path)
+			out := c.OK(t, "explain", tt.path)
 			for _, w := range tt.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("explain %s lacks %q:\n%s", tt.path, w, out)
@@ -677,14 +678,14 @@ func testExplain(t *testing.T, c *cluster) {
 		})
 	}
 	t.Run("unknown field", func(t *testing.T) {
-		if stderr := c.fails(t, "explain", "pods.spec.bogus"); !strings.Contains(stderr, `field "bogus" does not exist`) {
+		if stderr := c.Fails(t, "explain", "pods.spec.bogus"); !strings.Contains(stderr, `field "bogus" does not exist`) {
 			t.Errorf("explain pods.spec.bogus: stderr = %q", stderr)
 		}
 	})
 }
 
 func testAPIResources(t *testing.T, c *cluster) {
-	out := c.ok(t, "api-resources")
+	out := c.OK(t, "api-resources")
 	header, rows := table(t, out)
 	if !slices.Equal(header, []string{"NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"}) {
 		t.Errorf("api-resources header = %q", header)
@@ -701,7 +702,7 @@ func testAPIResources(t *testing.T, c *cluster) {
 			t.Errorf("api-resources lacks row %q:\n%s", w, out)
 		}
 	}
-	versions := lines(c.ok(t, "api-versions"))
+	versions := lines(c.OK(t, "api-versions"))
 	for _, v := range []string{"v1", "apps/v1"} {
 		if !slices.Contains(versions, v) {
 			t.Errorf("api-versions = %q, lacks %s", versions, v)
@@ -737,7 +738,7 @@ func testErrors(t *testing.T, c *cluster, files manifests) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stderr := strings.TrimSpace(c.fails(t, tt.args...))
+			stderr := strings.TrimSpace(c.Fails(t, tt.args...))
 			if !strings.Contains(stderr, tt.want) {
 				t.Errorf("kubectl %s: stderr = %q, want it to contain %q", strings.Join(tt.args, " "), stderr, tt.want)
 			}
@@ -750,7 +751,7 @@ func testErrors(t *testing.T, c *cluster, files manifests) {
 		})
 	}
 	// The strict decoding error rejected the object: nothing was stored.
-	if stderr := c.fails(t, "get", "pod", "strict"); !strings.Contains(stderr, "(NotFound)") {
+	if stderr := c.Fails(t, "get", "pod", "strict"); !strings.Contains(stderr, "(NotFound)") {
 		t.Errorf("get pod strict: stderr = %q", stderr)
 	}
 }
@@ -766,9 +767,9 @@ func snapshot(t *testing.T, c *cluster) map[string]string {
 		{"configmap", "configmap", "cfg", "{.metadata.resourceVersion} {.data}"},
 		{"secret", "secret", "sec", "{.metadata.resourceVersion} {.data}"},
 	} {
-		s[q.key] = c.ok(t, "get", q.kind, q.name, "-o", "jsonpath="+q.path)
+		s[q.key] = c.OK(t, "get", q.kind, q.name, "-o", "jsonpath="+q.path)
 	}
-	s["pods"] = c.ok(t, "get", "pods", "-A", "-o", "name")
+	s["pods"] = c.OK(t, "get", "pods", "-A", "-o", "name")
 	return s
 }
 
@@ -785,13 +786,13 @@ func testDelete(t *testing.T, c *cluster) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			if got := strings.TrimSpace(c.ok(t, "delete", tt.kind, tt.name)); got != tt.wantOut {
+			if got := strings.TrimSpace(c.OK(t, "delete", tt.kind, tt.name)); got != tt.wantOut {
 				t.Errorf("delete %s %s = %q, want %q", tt.kind, tt.name, got, tt.wantOut)
 			}
-			if stderr := strings.TrimSpace(c.fails(t, "get", tt.kind, tt.name)); stderr != tt.wantErr {
+			if stderr := strings.TrimSpace(c.Fails(t, "get", tt.kind, tt.name)); stderr != tt.wantErr {
 				t.Errorf("get after delete: stderr = %q, want %q", stderr, tt.wantErr)
 			}
-			if stderr := strings.TrimSpace(c.fails(t, "delete", tt.kind, tt.name)); stderr != tt.wantErr {
+			if stderr := strings.TrimSpace(c.Fails(t, "delete", tt.kind, tt.name)); stderr != tt.wantErr {
 				t.Errorf("second delete: stderr = %q, want %q", stderr, tt.wantErr)
 			}
 		})

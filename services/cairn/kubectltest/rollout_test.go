@@ -67,14 +67,14 @@ func fields(line string, n int, nums ...int) ([]string, []int, error) {
 func getRollout(t *testing.T, c *cluster) (rollout, error) {
 	t.Helper()
 	var r rollout
-	out := c.ok(t, "get", "deployment", "web", "-o",
+	out := c.OK(t, "get", "deployment", "web", "-o",
 		"jsonpath={.metadata.generation}|{.status.observedGeneration}|{.spec.replicas}|{.status.replicas}|{.status.updatedReplicas}|{.status.readyReplicas}|{.status.availableReplicas}")
 	_, n, err := fields(out, 7, 0, 1, 2, 3, 4, 5, 6)
 	if err != nil {
 		return r, fmt.Errorf("deployment: %w", err)
 	}
 	r.generation, r.observed, r.replicas, r.total, r.updated, r.ready, r.available = n[0], n[1], n[2], n[3], n[4], n[5], n[6]
-	out = c.ok(t, "get", "rs", "-l", "app=web", "-o",
+	out = c.OK(t, "get", "rs", "-l", "app=web", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}|{.metadata.labels.pod-template-hash}|{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}|{.spec.template.spec.containers[?(@.name=="nginx")].image}|{.spec.replicas}|{.status.replicas}|{.metadata.annotations.deployment\.kubernetes\.io/revision}{"\n"}{end}`)
 	for _, l := range lines(out) {
 		f, n, err := fields(l, 7, 4, 5, 6)
@@ -83,7 +83,7 @@ func getRollout(t *testing.T, c *cluster) (rollout, error) {
 		}
 		r.sets = append(r.sets, replicaSet{name: f[0], hash: f[1], owner: f[2], image: f[3], replicas: n[0], current: n[1], revision: n[2]})
 	}
-	out = c.ok(t, "get", "pods", "-l", "app=web", "-o",
+	out = c.OK(t, "get", "pods", "-l", "app=web", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}|{.metadata.labels.pod-template-hash}|{.status.phase}|{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}{"\n"}{end}`)
 	for _, l := range lines(out) {
 		f, _, err := fields(l, 4)
@@ -192,7 +192,7 @@ func waitRollout(t *testing.T, c *cluster, replicas int, image string) rollout {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("web deployment not settled within %v: %v\n%s\n%s", controllerTimeout, err, state,
-				c.ok(t, "get", "deployment,rs,pods", "-l", "app=web", "-o", "wide", "--show-labels"))
+				c.OK(t, "get", "deployment,rs,pods", "-l", "app=web", "-o", "wide", "--show-labels"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -207,12 +207,12 @@ func checkFirstRollout(t *testing.T, c *cluster) {
 	if len(r.sets) != 1 || len(r.pods) != 1 {
 		t.Fatalf("after creating the deployment: %d ReplicaSets and %d pods, want 1 and 1: %+v", len(r.sets), len(r.pods), r)
 	}
-	rows := wantHeader(t, c.ok(t, "get", "rs", "-l", "app=web"), "NAME", "DESIRED", "CURRENT", "READY", "AGE")
+	rows := wantHeader(t, c.OK(t, "get", "rs", "-l", "app=web"), "NAME", "DESIRED", "CURRENT", "READY", "AGE")
 	if len(rows) != 1 {
 		t.Errorf("get rs -l app=web rows = %q, want 1", rows)
 	}
 	wantRow(t, rows, "web-"+r.sets[0].hash, "1", "1", "0")
-	rows = wantHeader(t, c.ok(t, "get", "pods", "-l", "app=web"), "NAME", "READY", "STATUS", "RESTARTS", "AGE")
+	rows = wantHeader(t, c.OK(t, "get", "pods", "-l", "app=web"), "NAME", "READY", "STATUS", "RESTARTS", "AGE")
 	if len(rows) != 1 || !strings.HasPrefix(rows[0][0], "web-"+r.sets[0].hash+"-") {
 		t.Errorf("get pods -l app=web rows = %q, want one pod web-%s-*", rows, r.sets[0].hash)
 	}
@@ -223,7 +223,7 @@ func checkFirstRollout(t *testing.T, c *cluster) {
 // one a line; it fails the test if there are none.
 func webPods(t *testing.T, c *cluster) []string {
 	t.Helper()
-	pods := lines(c.ok(t, "get", "pods", "-l", "app=web", "-o", "name"))
+	pods := lines(c.OK(t, "get", "pods", "-l", "app=web", "-o", "name"))
 	if len(pods) == 0 {
 		t.Fatalf("the web deployment has no pods")
 	}
@@ -247,7 +247,7 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 func waitGone(t *testing.T, c *cluster, args ...string) {
 	t.Helper()
 	var out string
-	if !waitFor(controllerTimeout, func() bool { out = c.ok(t, args...); return out == "" }) {
+	if !waitFor(controllerTimeout, func() bool { out = c.OK(t, args...); return out == "" }) {
 		t.Errorf("kubectl %s still lists %q after %v", strings.Join(args, " "), out, controllerTimeout)
 	}
 }
