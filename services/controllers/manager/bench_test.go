@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,9 @@ const (
 //	pods/s                 10,000 / (first apply .. last pod created)
 //	seconds-to-all-pods    last apply .. last pod created
 //	etcd-puts/s, ratio     raw etcd put rate of this run and pods/s divided by it
+//	cpu-us/pod             CPU time of this process (control plane, controllers,
+//	                       clients) per pod, from the first apply
+//	cpu-busy               that CPU time over the cores' time in the same span
 func BenchmarkControllers(b *testing.B) {
 	for _, replicas := range []int{1, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
@@ -66,12 +70,20 @@ func benchControllers(b *testing.B, replicas int) {
 	waitSettled(b, env, replicas)
 
 	counter := countAddedPods(b, env.JS)
+	cpu0 := embeddedtest.ProcessCPU()
 	first, last := applyDeployments(b, env)
 	done, ok := counter.wait(benchPods, 3*time.Minute)
 	if !ok {
 		reportShort(b, env)
 		b.Fatalf("only %d of %d pods created within 3m", counter.added.Load(), benchPods)
 	}
+	cpu := embeddedtest.ProcessCPU() - cpu0
+	// busy is the share of the machine's cores this process used while
+	// the pods were created: below 1, the run waited on something else
+	// than CPU (fsync, round trips).
+	busy := cpu.Seconds() / (time.Since(first).Seconds() * float64(runtime.NumCPU()))
+	b.ReportMetric(float64(cpu.Microseconds())/benchPods, "cpu-us/pod")
+	b.ReportMetric(busy, "cpu-busy")
 
 	rate := benchPods / done.Sub(first).Seconds()
 	toAll := done.Sub(last)
@@ -79,9 +91,9 @@ func benchControllers(b *testing.B, replicas int) {
 	b.ReportMetric(toAll.Seconds(), "seconds-to-all-pods")
 	b.ReportMetric(etcdRate, "etcd-puts/s")
 	b.ReportMetric(rate/etcdRate, "ratio")
-	b.Logf("replicas=%d: %d deployments x %d applied in %v; all %d pods %v after the last apply (%v after the first): %.0f pods/s; raw etcd %.0f puts/s; ratio %.2f",
+	b.Logf("replicas=%d: %d deployments x %d applied in %v; all %d pods %v after the last apply (%v after the first): %.0f pods/s; raw etcd %.0f puts/s; ratio %.2f; %.0f cpu-µs/pod, cpu busy %.0f%%",
 		replicas, benchDeployments, benchReplicas, last.Sub(first).Round(time.Millisecond), benchPods,
-		toAll.Round(time.Millisecond), done.Sub(first).Round(time.Millisecond), rate, etcdRate, rate/etcdRate)
+		toAll.Round(time.Millisecond), done.Sub(first).Round(time.Millisecond), rate, etcdRate, rate/etcdRate, float64(cpu.Microseconds())/benchPods, 100*busy)
 }
 
 // startManagers runs n sharded controller-managers, each with its own NATS
