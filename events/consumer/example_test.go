@@ -35,7 +35,7 @@ func Example() {
 	}
 	// Requests made with a reconcile's ctx carry the triggering event's ids.
 	client := kubernetes.NewForConfigOrDie(consumer.WrapConfig(cfg))
-	done := make(chan string, 1)
+	done := make(chan *corev1.ConfigMap, 1)
 	labeler := consumer.ReconcilerFunc(func(ctx context.Context, req consumer.Request) (consumer.Result, error) {
 		ns, name := req.NamespaceName()
 		cm, ok := cache.Get(ns, name)
@@ -44,10 +44,11 @@ func Example() {
 		}
 		cm = cm.DeepCopy() // cached objects are shared
 		cm.Labels = map[string]string{"seen": "yes"}
-		if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		updated, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
 			return consumer.Result{}, err // retried with back-off
 		}
-		done <- req.Key
+		done <- updated
 		return consumer.Result{}, nil
 	})
 	ctrl, err := consumer.NewController(consumer.ControllerConfig{
@@ -70,9 +71,19 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("labelled", <-done)
+	labelled := <-done
+	fmt.Println("labelled", labelled.Namespace+"/"+labelled.Name)
 	stop()
 	if err := <-stopped; err != nil {
+		panic(err)
+	}
+
+	// The log is written just after the commit: wait for the label's event.
+	rev, err := events.ParseRevision(labelled.ResourceVersion)
+	if err != nil {
+		panic(err)
+	}
+	if err := events.WaitPublished(ctx, cp.JS, rev); err != nil {
 		panic(err)
 	}
 

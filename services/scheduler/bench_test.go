@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
@@ -85,7 +86,7 @@ func benchScheduler(b *testing.B, affinity, backlog bool) {
 	}
 	// The creators' own client, with an idle connection each (env.Client,
 	// on http.DefaultTransport, would dial for most requests).
-	creators, err := newClientset(env.Config, benchCreators())
+	creators, err := consumer.NewClientset(env.Config, benchCreators())
 	if err != nil {
 		b.Fatal(err)
 	}

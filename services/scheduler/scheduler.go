@@ -136,7 +136,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 5000, 10000
 	}
-	client, err := newClient(consumer.WrapConfig(rc), cfg.Workers+4)
+	client, err := consumer.NewClient(consumer.WrapConfig(rc), cfg.Workers+4)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if erc.Burst <= 0 {
 		erc.Burst = 100
 	}
-	eventClient, err := newClient(consumer.WrapConfig(erc), eventWriters+1)
+	eventClient, err := consumer.NewClient(consumer.WrapConfig(erc), eventWriters+1)
 	if err != nil {
 		return nil, err
 	}

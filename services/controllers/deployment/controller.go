@@ -80,7 +80,7 @@ func New(cfg Config) (*Controller, error) {
 	if now == nil {
 		now = time.Now
 	}
-	client, err := kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+	client, err := consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), max(cfg.Workers, 1)+1)
 	if err != nil {
 		return nil, fmt.Errorf("deployment: client: %w", err)
 	}

@@ -97,7 +97,8 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Workers = 5
 	}
 	log := cfg.Log.With("controller", Name)
-	client, err := kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+	// A worker creates or deletes up to a slow-start batch of pods at once.
+	client, err := consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), cfg.Workers*32)
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package consumer
 
 import (
 	"fmt"
@@ -11,34 +11,35 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// newClient is newClientset, or client-go's own clientset when rc brings
-// its own transport.
-func newClient(rc *rest.Config, conns int) (kubernetes.Interface, error) {
+// NewClient is the clientset a consumer writes back through: NewClientset,
+// or client-go's own clientset when rc brings its own transport.
+func NewClient(rc *rest.Config, conns int) (kubernetes.Interface, error) {
 	if rc.Transport != nil {
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: new client: %w", err)
+			return nil, fmt.Errorf("consumer: new client: %w", err)
 		}
 		return cs, nil
 	}
-	return newClientset(rc, conns)
+	return NewClientset(rc, conns)
 }
 
-// newClientset builds a clientset whose transport keeps conns idle
-// connections to the apiserver. client-go's own keeps 25 with TLS and, for
+// NewClientset builds a clientset whose transport keeps conns idle
+// connections to the apiserver; pass about as many as requests the
+// consumer has in flight. client-go's own keeps 25 with TLS and, for
 // a plain-HTTP apiserver (loopback), uses http.DefaultTransport, which keeps
 // 2: with many bindings in flight over HTTP/1.1 nearly every request would
 // then dial a new connection, and the apiserver accept it, at a cost of
 // more CPU than the request itself. Authentication, the causation headers
 // (rc.WrapTransport) and TLS come from rc as client-go applies them.
-func newClientset(rc *rest.Config, conns int) (*kubernetes.Clientset, error) {
+func NewClientset(rc *rest.Config, conns int) (*kubernetes.Clientset, error) {
 	hc, err := newHTTPClient(rc, conns)
 	if err != nil {
 		return nil, err
 	}
 	cs, err := kubernetes.NewForConfigAndClient(rc, hc)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: new client: %w", err)
+		return nil, fmt.Errorf("consumer: new client: %w", err)
 	}
 	return cs, nil
 }
@@ -46,7 +47,7 @@ func newClientset(rc *rest.Config, conns int) (*kubernetes.Clientset, error) {
 func newHTTPClient(rc *rest.Config, conns int) (*http.Client, error) {
 	tlsConfig, err := rest.TLSConfigFor(rc)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: tls config: %w", err)
+		return nil, fmt.Errorf("consumer: tls config: %w", err)
 	}
 	proxy := http.ProxyFromEnvironment
 	if rc.Proxy != nil {
@@ -68,7 +69,7 @@ func newHTTPClient(rc *rest.Config, conns int) (*http.Client, error) {
 	})
 	rt, err := rest.HTTPWrappersForConfig(rc, tr)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: transport: %w", err)
+		return nil, fmt.Errorf("consumer: transport: %w", err)
 	}
 	return &http.Client{Transport: rt, Timeout: rc.Timeout}, nil
 }
