@@ -18,6 +18,8 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		identity, name string
 		sharded        bool
 		workers        int
+		eventQPS       float64
+		eventBurst     int
 	)
 	fs := newFlagSet("scheduler", stderr)
 	sf.register(fs, up.SchedulerKubeconfig)
@@ -25,6 +27,8 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&name, "scheduler-name", scheduler.DefaultSchedulerName, "schedule the pods whose spec.schedulerName is this")
 	fs.BoolVar(&sharded, "sharded", false, "split the pods between the replicas that set it, instead of letting every replica bind any pod")
 	fs.IntVar(&workers, "workers", 0, "bindings and status writes in flight (default 256)")
+	fs.Float64Var(&eventQPS, "event-qps", 0, "Event writes per second (Scheduled, FailedScheduling); 0: 50, negative: no limit")
+	fs.IntVar(&eventBurst, "event-burst", 0, "Event writes allowed in a burst (0: 100)")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -38,7 +42,7 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer closeNATS()
 	s, err := scheduler.New(scheduler.Config{RestConfig: rc, JS: js, Identity: identity, SchedulerName: name,
-		Sharded: sharded, Workers: workers, Log: log})
+		Sharded: sharded, Workers: workers, EventQPS: float32(eventQPS), EventBurst: eventBurst, Log: log})
 	if err != nil {
 		return err
 	}
