@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // CompactorConfig configures a Compactor. The zero value is usable.
@@ -70,34 +69,16 @@ func NewCompactor(cli *clientv3.Client, js jetstream.JetStream, cfg CompactorCon
 // Run campaigns and compacts while leader until ctx is done, then returns
 // nil. Errors are logged and retried.
 func (c *Compactor) Run(ctx context.Context) error {
-	b := newBackoff()
-	for {
-		err := c.term(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.log.Warn("compactor: term ended", "err", err)
-		if !b.sleep(ctx) {
-			return nil
-		}
-	}
+	retry(ctx, c.log, "compactor: term ended", c.term)
+	return nil
 }
 
 func (c *Compactor) term(ctx context.Context) error {
-	ttl := int((c.cfg.SessionTTL + time.Second - 1) / time.Second)
-	lease, err := c.cli.Grant(ctx, int64(ttl))
+	sess, _, err := campaign(ctx, c.cli, c.cfg.SessionTTL, c.cfg.ElectionPrefix, c.cfg.Identity)
 	if err != nil {
-		return fmt.Errorf("events: grant election lease: %w", err)
-	}
-	sess, err := concurrency.NewSession(c.cli, concurrency.WithLease(lease.ID),
-		concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
-	if err != nil {
-		return fmt.Errorf("events: election session: %w", err)
+		return err
 	}
 	defer sess.Close()
-	if err := concurrency.NewElection(sess, c.cfg.ElectionPrefix).Campaign(ctx, c.cfg.Identity); err != nil {
-		return fmt.Errorf("events: campaign: %w", err)
-	}
 	c.log.Info("compactor: elected leader")
 	tick := time.NewTicker(c.cfg.Interval)
 	defer tick.Stop()

@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -116,42 +115,17 @@ func (p *Publisher) setLast(r Revision) {
 // Errors (etcd or NATS unavailable, a rejected publish, lost leadership) are
 // logged and retried: the publisher re-derives its position from the log.
 func (p *Publisher) Run(ctx context.Context) error {
-	backoff := newBackoff()
-	for {
-		start := time.Now()
-		err := p.term(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > 10*time.Second {
-			backoff.reset()
-		}
-		p.log.Warn("publisher: leadership term ended", "err", err)
-		if !backoff.sleep(ctx) {
-			return nil
-		}
-	}
+	retry(ctx, p.log, "publisher: leadership term ended", p.term)
+	return nil
 }
 
 // term is one campaign and, if won, one term as leader.
 func (p *Publisher) term(ctx context.Context) error {
-	ttl := int((p.cfg.SessionTTL + time.Second - 1) / time.Second)
-	lease, err := p.cli.Grant(ctx, int64(ttl))
+	sess, el, err := campaign(ctx, p.cli, p.cfg.SessionTTL, p.cfg.ElectionPrefix, p.cfg.Identity)
 	if err != nil {
-		return fmt.Errorf("events: grant election lease: %w", err)
-	}
-	// The session outlives ctx so that Close can revoke the lease (and hand
-	// over leadership at once) after ctx is done.
-	sess, err := concurrency.NewSession(p.cli, concurrency.WithLease(lease.ID),
-		concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
-	if err != nil {
-		return fmt.Errorf("events: election session: %w", err)
+		return err
 	}
 	defer sess.Close()
-	el := concurrency.NewElection(sess, p.cfg.ElectionPrefix)
-	if err := el.Campaign(ctx, p.cfg.Identity); err != nil {
-		return fmt.Errorf("events: campaign: %w", err)
-	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopped := make(chan struct{})
@@ -215,41 +189,8 @@ func (p *Publisher) watchTerm(ctx context.Context, sess *concurrency.Session, el
 // lead publishes until ctx is done, restarting from the log's tail after
 // every failure.
 func (p *Publisher) lead(ctx context.Context) error {
-	backoff := newBackoff()
-	for {
-		start := time.Now()
-		err := p.publishFromTail(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Since(start) > 10*time.Second {
-			backoff.reset()
-		}
-		p.log.Warn("publisher: restarting from the log tail", "err", err)
-		if !backoff.sleep(ctx) {
-			return ctx.Err()
-		}
-	}
-}
-
-// backoff is a capped exponential delay between retries.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
-
-func (b *backoff) reset() { b.d = 50 * time.Millisecond }
-
-// sleep waits for the current delay and doubles it; false if ctx ended.
-func (b *backoff) sleep(ctx context.Context) bool {
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	b.d = min(2*b.d, 5*time.Second)
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	retry(ctx, p.log, "publisher: restarting from the log tail", p.publishFromTail)
+	return ctx.Err()
 }
 
 type publisherMetrics struct {
