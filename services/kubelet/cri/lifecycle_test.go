@@ -101,7 +101,8 @@ func TestInitContainers(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "init"},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{
-				{Name: "first", Command: sh("sleep 1; echo first >> /work/order"), VolumeMounts: vol},
+				// Long enough to be seen running by polling on a loaded machine.
+				{Name: "first", Command: sh("sleep 3; echo first >> /work/order"), VolumeMounts: vol},
 				{Name: "second", Command: sh("echo second >> /work/order"), VolumeMounts: vol},
 			},
 			Containers: []corev1.Container{{Name: "main", Command: sh("echo main >> /work/order; exec sleep 3600"), VolumeMounts: vol}},
