@@ -69,7 +69,7 @@ func BenchmarkScheduler(b *testing.B) {
 
 func benchScheduler(b *testing.B, affinity, backlog bool) {
 	etcdRate := embeddedtest.PutRate(b, benchPods, benchWriters, 2048)
-	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
+	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
 	var nodes []*corev1.Node
 	for i := range benchNodes {
 		n := newNode(fmt.Sprintf("node-%04d", i), "4", "32Gi", 110)

@@ -50,7 +50,7 @@ func BenchmarkAPICreatePods(b *testing.B) {
 		cpu0 := embeddedtest.ProcessCPU()
 		etcdRate := embeddedtest.PutRate(b, benchPods, benchClients, benchValue)
 		putCPU := embeddedtest.ProcessCPU() - cpu0
-		env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
+		env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
 		lag := startLagProbe(b, env)
 		cpu1 := embeddedtest.ProcessCPU()
 		creates, p50, p99, elapsed := createPods(b, env)

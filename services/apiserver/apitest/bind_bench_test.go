@@ -52,7 +52,7 @@ func BenchmarkAPIBindPods(b *testing.B) {
 }
 
 func benchBind(b *testing.B, nodes int) {
-	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
+	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
 	clients := make([]*kubernetes.Clientset, benchBindClients)
 	for i := range clients {
 		// One connection per client, as separate binders would have.

@@ -65,7 +65,7 @@ func BenchmarkControllers(b *testing.B) {
 
 func benchControllers(b *testing.B, replicas int) {
 	etcdRate := embeddedtest.PutRate(b, benchPods, benchEtcdWriters, benchEtcdValue)
-	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == ""})
+	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
 	startManagers(b, env, replicas)
 	waitSettled(b, env, replicas)
 

@@ -1,6 +1,7 @@
 // Package controlplanetest starts a complete control plane (embedded etcd and
-// NATS, publisher, hub, apiserver on plain HTTP with bearer tokens) for one
-// test and stops it with t.Cleanup. Clients get a rest.Config, a clientset
+// NATS, publisher, hub, apiserver on plain HTTP with bearer tokens, or on
+// HTTPS with a cluster CA as cairn up serves it) for one test and stops it
+// with t.Cleanup. Clients get a rest.Config, a clientset
 // and a kubeconfig for the real kubectl.
 package controlplanetest
 
@@ -23,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
 )
 
@@ -51,6 +53,10 @@ type Options struct {
 	// KubeletClientTLS is the apiserver's TLS configuration towards
 	// kubelets (pods/log, pods/exec), e.g. pki.KubeletClientTLSConfig.
 	KubeletClientTLS *tls.Config
+	// TLS serves HTTPS with a serving certificate from a fresh cluster CA,
+	// as cairn up does, so that clients speak HTTP/2 as they do there
+	// (benchmarks); the tokens still authenticate.
+	TLS bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -67,7 +73,16 @@ func Start(t testing.TB, opts ...Options) *Env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var ca *pki.PKI
+	var serverTLS *tls.Config
+	if o.TLS {
+		if ca, err = pki.Load(filepath.Join(dir, "pki"), nil); err != nil {
+			t.Fatal(err)
+		}
+		serverTLS = ca.ServerTLSConfig()
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{
+		TLS:      serverTLS,
 		DataDir:  dir,
 		Listener: ln,
 		NoFsync:  !o.Fsync,
@@ -86,12 +101,18 @@ func Start(t testing.TB, opts ...Options) *Env {
 	t.Cleanup(cp.Close)
 	url := "http://" + cp.Addr
 	cfg := &rest.Config{Host: url, BearerToken: AdminToken, QPS: -1, Burst: -1}
+	var caPEM []byte
+	if ca != nil {
+		url = "https://" + cp.Addr
+		caPEM = ca.CAPEM
+		cfg.Host, cfg.TLSClientConfig = url, rest.TLSClientConfig{CAData: caPEM}
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(kc, url, AdminToken); err != nil {
+	if err := writeKubeconfig(kc, url, caPEM, AdminToken); err != nil {
 		t.Fatal(err)
 	}
 	return &Env{ControlPlane: cp, URL: url, Config: cfg, Client: cs, Kubeconfig: kc}
@@ -104,9 +125,9 @@ func (e *Env) ConfigFor(token string) *rest.Config {
 	return c
 }
 
-func writeKubeconfig(path, server, token string) error {
+func writeKubeconfig(path, server string, caPEM []byte, token string) error {
 	c := clientcmdapi.NewConfig()
-	c.Clusters["cairn"] = &clientcmdapi.Cluster{Server: server}
+	c.Clusters["cairn"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
 	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
 	c.Contexts["cairn"] = &clientcmdapi.Context{Cluster: "cairn", AuthInfo: "admin", Namespace: "default"}
 	c.CurrentContext = "cairn"
