@@ -89,6 +89,11 @@ func StartCluster(t testing.TB, obs ...store.Observer) *Cluster {
 		t.Fatal(err)
 	}
 	controlplanetest.Run(t, mgr)
+	// Objects the test creates must reach the controllers as events (with
+	// their causes), not in the caches' first snapshots.
+	if err := mgr.WaitForSync(ctx); err != nil {
+		t.Fatalf("controller-manager sync: %v", err)
+	}
 	controlplanetest.Run(t, store.NewIngester(c.Store, cp.JS, store.IngestConfig{Observers: obs}))
 	sched := kubernetes.NewForConfigOrDie(consumer.WrapConfig(c.Config(SchedulerToken)))
 	kubelet := kubernetes.NewForConfigOrDie(consumer.WrapConfig(c.Config(KubeletToken)))

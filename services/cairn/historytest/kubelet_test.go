@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 )
@@ -28,12 +29,20 @@ func registerNode(t *testing.T, cs kubernetes.Interface) {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}},
 	}
-	created, err := cs.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := cs.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register node: %v", err)
 	}
-	n.ResourceVersion = created.ResourceVersion
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+	// The node IPAM controller sets spec.podCIDR at the same time.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.CoreV1().Nodes().Get(t.Context(), nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status = n.Status
+		_, err = cs.CoreV1().Nodes().UpdateStatus(t.Context(), cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("node status: %v", err)
 	}
 }

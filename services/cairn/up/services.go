@@ -124,8 +124,30 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 		return err
 	}
 	s.m = m
+	// Ready once the caches are synced: what users create from then on
+	// reaches the controllers as events, with the causes the timeline
+	// links.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(runCtx) }()
+	synced := make(chan error, 1)
+	go func() { synced <- m.WaitForSync(runCtx) }()
+	select {
+	case err := <-errc:
+		return err
+	case err := <-synced:
+		if err != nil {
+			cancel()
+			runErr := <-errc
+			if runErr != nil || ctx.Err() != nil {
+				return runErr // stopped while syncing: not a failure
+			}
+			return err
+		}
+	}
 	ready()
-	return m.Run(ctx)
+	return <-errc
 }
 
 // controlPlaneService runs etcd, NATS, the log publisher, the watch hub and

@@ -169,6 +169,22 @@ func (m *Manager) Run(ctx context.Context) error {
 	return consumer.RunAll(ctx, runners...)
 }
 
+// WaitForSync returns once every controller's caches hold the cluster as
+// the log had it when WaitForSync was called (or ctx's error): changes
+// made after that reach the controllers as events, with their causes, and
+// not as part of a cache's first snapshot, which has none. Run must be
+// running.
+func (m *Manager) WaitForSync(ctx context.Context) error {
+	for _, c := range m.ctrls {
+		if w, ok := c.(waitForLog); ok {
+			if err := w.WaitForLog(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // catchUp makes sure this replica has seen everything committed before it
 // took a partition: its marker write is ordered after all of it on the log.
 func (m *Manager) catchUp(ctx context.Context) error {
