@@ -147,16 +147,5 @@ func standIns(ctx context.Context, cp *controlplane.ControlPlane, sched, kubelet
 // Deployment is a Deployment in default of replicas pods labelled
 // app=<name>, each with one container "app" running image.
 func Deployment(name string, replicas int32, image string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
-			},
-		},
-	}
+	return controlplanetest.Deployment("default", name, replicas, corev1.Container{Name: "app", Image: image})
 }

@@ -210,18 +210,7 @@ func labeledPod(name string, labels map[string]string) *corev1.Pod {
 }
 
 func testDeployment(name string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-			},
-		},
-	}
+	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "c", Image: "busybox:1.36"})
 }
 
 const podsPath = "/api/v1/namespaces/default/pods"

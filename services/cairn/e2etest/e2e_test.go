@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
 )
 
 const (
@@ -362,31 +363,13 @@ func checkCRIRunning(t *testing.T, cri runtimeapi.RuntimeServiceClient, pods []c
 	t.Logf("containerd runs %d httpd containers for pods %v", len(pods), podNames(pods))
 }
 
-// sandboxNetNS is the network namespace path of a sandbox, from
-// containerd's verbose status.
+// sandboxNetNS is the network namespace path of a sandbox; "" once it is
+// stopped.
 func sandboxNetNS(t testing.TB, cri runtimeapi.RuntimeServiceClient, id string) string {
 	t.Helper()
-	st, err := cri.PodSandboxStatus(criCtx(t), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	path, err := nodetest.SandboxNetNS(criCtx(t), cri, id)
 	if err != nil {
-		t.Fatalf("CRI PodSandboxStatus %s: %v", id, err)
+		t.Fatal(err)
 	}
-	var info struct {
-		RuntimeSpec struct {
-			Linux struct {
-				Namespaces []struct {
-					Type string `json:"type"`
-					Path string `json:"path"`
-				} `json:"namespaces"`
-			} `json:"linux"`
-		} `json:"runtimeSpec"`
-	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-		t.Fatalf("sandbox %s verbose info: %v", id, err)
-	}
-	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" && ns.Path != "" {
-			return ns.Path
-		}
-	}
-	return "" // a stopped sandbox has none any more
+	return path
 }

@@ -116,18 +116,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func newDeployment(ns, name string, replicas int32, image string) *appsv1.Deployment {
-	lbls := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}},
-			},
-		},
-	}
+	return controlplanetest.Deployment(ns, name, replicas, corev1.Container{Name: "c", Image: image})
 }
 
 func rollingStrategy(surge, unavailable string) appsv1.DeploymentStrategy {

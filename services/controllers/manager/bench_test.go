@@ -192,19 +192,8 @@ func waitSettled(b *testing.B, env *controlplanetest.Env, n int) {
 }
 
 func benchDeployment(name string, replicas int32) *appsv1.Deployment {
-	lbls := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36",
-					Command: []string{"sleep", "3600"}}}},
-			},
-		},
-	}
+	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "app", Image: "busybox:1.36",
+		Command: []string{"sleep", "3600"}})
 }
 
 // applyDeployments creates the deployments with benchApplyConns clients and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
+	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
 )
 
 // pod is one sandbox with one container, made through the CRI.
@@ -159,30 +160,14 @@ func containerPid(ctx context.Context, t testing.TB, rt *node.Runtime, id string
 // sandboxNetNS is the path of the pod's network namespace.
 func sandboxNetNS(ctx context.Context, t testing.TB, rt *node.Runtime, id string) string {
 	t.Helper()
-	st, err := rt.RuntimeService().PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	path, err := nodetest.SandboxNetNS(ctx, rt.RuntimeService(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct {
-		RuntimeSpec struct {
-			Linux struct {
-				Namespaces []struct {
-					Type string `json:"type"`
-					Path string `json:"path"`
-				} `json:"namespaces"`
-			} `json:"linux"`
-		} `json:"runtimeSpec"`
+	if path == "" {
+		t.Fatalf("sandbox %s: no network namespace path", id)
 	}
-	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
-		t.Fatalf("sandbox %s verbose info: %v", id, err)
-	}
-	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" && ns.Path != "" {
-			return ns.Path
-		}
-	}
-	t.Fatalf("sandbox %s: no network namespace path in %s", id, st.Info["info"])
-	return ""
+	return path
 }
 
 // mountsUnder lists the mount points at or below dir.

@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
@@ -103,4 +107,33 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", p)
 	return len(p), nil
+}
+
+// SandboxNetNS returns the path of a pod sandbox's network namespace from
+// the runtime's verbose sandbox status; "" when it has none (a stopped
+// sandbox).
+func SandboxNetNS(ctx context.Context, rs runtimeapi.RuntimeServiceClient, id string) (string, error) {
+	st, err := rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return "", fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
+	}
+	var info struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+					Path string `json:"path"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+		return "", fmt.Errorf("sandbox %s verbose info: %w", id, err)
+	}
+	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" && ns.Path != "" {
+			return ns.Path, nil
+		}
+	}
+	return "", nil
 }
