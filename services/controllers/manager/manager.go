@@ -217,14 +217,7 @@ func (m *Manager) doCatchUp(ctx context.Context) error {
 	} else {
 		m.takeover.Store(ev)
 	}
-	for _, c := range m.ctrls {
-		if w, ok := c.(waitForLog); ok {
-			if err := w.WaitForLog(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return m.WaitForSync(ctx)
 }
 
 // mark writes this replica's Lease and returns the revision of the write.
