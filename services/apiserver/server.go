@@ -236,8 +236,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func()) error
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	if s.cfg.TLS != nil {
-		srv.TLSConfig = s.cfg.TLS
-		ln = tls.NewListener(ln, s.cfg.TLS)
+		// HTTP/2 as Kubernetes serves it: clients multiplex their requests
+		// on one connection instead of a TLS handshake per connection
+		// beyond their idle pool. http.Server.Serve (unlike ServeTLS) only
+		// speaks it when the config offers it through ALPN.
+		tc := s.cfg.TLS.Clone()
+		if len(tc.NextProtos) == 0 {
+			tc.NextProtos = []string{"h2", "http/1.1"}
+		}
+		srv.TLSConfig = tc
+		ln = tls.NewListener(ln, tc)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
