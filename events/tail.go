@@ -2,11 +2,12 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // TailOptions selects the events Tail delivers. Empty fields match
@@ -90,7 +91,7 @@ func Tail(ctx context.Context, js jetstream.JetStream, opts TailOptions, fn func
 			return fmt.Errorf("events: tail %s: %w", stream, err)
 		}
 		var ev Event
-		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		if err := codec.Unmarshal(msg.Data(), &ev); err != nil {
 			return fmt.Errorf("events: tail %s seq %d: %w", stream, md.Sequence.Stream, err)
 		}
 		if opts.Kind == "" || strings.EqualFold(ev.Kind, opts.Kind) {

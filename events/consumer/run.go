@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // Run fills the cache and keeps it current until ctx ends; it returns nil
@@ -107,7 +108,7 @@ func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Re
 			} `json:"metadata"`
 			Items []json.RawMessage `json:"items"`
 		}
-		if err := json.Unmarshal(body, &page); err != nil {
+		if err := codec.Unmarshal(body, &page); err != nil {
 			return 0, fmt.Errorf("consumer: list %s: %w", p, err)
 		}
 		if rev == 0 {
@@ -213,7 +214,7 @@ func decodeInto(raw []byte, obj Object) error {
 		u.Object = m
 		return nil
 	}
-	if err := json.Unmarshal(raw, obj); err != nil {
+	if err := codec.Unmarshal(raw, obj); err != nil {
 		return fmt.Errorf("decode object: %w", err)
 	}
 	return nil
@@ -284,13 +285,13 @@ func (c *Cache[T]) decodeEvent(data []byte) (*events.Event, T, bool, error) {
 	var zero T
 	if c.unstructured {
 		var ev events.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
+		if err := codec.Unmarshal(data, &ev); err != nil {
 			return nil, zero, false, err
 		}
 		return &ev, zero, false, nil
 	}
 	env := envelope[T]{Object: c.newObj()}
-	if err := json.Unmarshal(data, &env); err != nil {
+	if err := codec.Unmarshal(data, &env); err != nil {
 		return nil, zero, false, err
 	}
 	ev := env.Event

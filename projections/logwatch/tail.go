@@ -2,7 +2,6 @@ package logwatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // tail follows one stream with one ordered consumer, keeps the ring and fans
@@ -211,7 +211,7 @@ func (h *Hub) deleteConsumerName(stream, name string) {
 // watcher.
 func decode(msg jetstream.Msg) (*events.Event, error) {
 	ev := new(events.Event)
-	if err := json.Unmarshal(msg.Data(), ev); err != nil {
+	if err := codec.Unmarshal(msg.Data(), ev); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	if ev.Revision == 0 {
