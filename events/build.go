@@ -12,6 +12,8 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // RegistryKey is the etcd key of an API object:
@@ -118,7 +120,7 @@ func buildRevision(rev Revision, evs []*clientv3.Event) ([]*outMsg, error) {
 			// Unreadable metadata is published as a foreign write rather
 			// than stopping the log.
 			var m WriteMeta
-			if json.Unmarshal(ev.Kv.Value, &m) == nil {
+			if codec.Unmarshal(ev.Kv.Value, &m) == nil {
 				meta = &m
 			}
 		case strings.HasPrefix(key, RegistryPrefix):
@@ -293,7 +295,7 @@ var metadataOpen = []byte(`"metadata":{`)
 // changes nothing) for anything else.
 func fillObjectFast(e *Event, raw []byte) bool {
 	var h objectHead
-	if json.Unmarshal(raw, &h) != nil || h.Metadata.ResourceVersion != "" {
+	if codec.Unmarshal(raw, &h) != nil || h.Metadata.ResourceVersion != "" {
 		return false
 	}
 	i := bytes.Index(raw, metadataOpen)

@@ -15,15 +15,9 @@ var (
 		jsontext.AllowDuplicateNames(true),
 		jsontext.AllowInvalidUTF8(true),
 	)
-	encodeOptions = jsonv1.DefaultOptionsV1()
 )
 
 // Unmarshal decodes data into v, as apimachinery decodes an API object.
 func Unmarshal(data []byte, v any) error {
 	return jsonv2.Unmarshal(data, v, decodeOptions)
-}
-
-// Marshal encodes v as encoding/json.Marshal does.
-func Marshal(v any) ([]byte, error) {
-	return jsonv2.Marshal(v, encodeOptions)
 }

@@ -1,7 +1,6 @@
 package codec_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -87,23 +86,6 @@ func fixtures() map[string]any {
 		"envelope": env, "empty pod": &corev1.Pod{}, "list": &corev1.PodList{Items: []corev1.Pod{*pod, {}}}}
 }
 
-// TestMarshal: Marshal writes what encoding/json writes, byte for byte.
-func TestMarshal(t *testing.T) {
-	for name, v := range fixtures() {
-		want, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := codec.Marshal(v)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
-		}
-	}
-}
-
 // TestUnmarshal: Unmarshal decodes what apimachinery's decoder decodes, to
 // the same value.
 func TestUnmarshal(t *testing.T) {
@@ -178,4 +160,31 @@ func FuzzUnmarshal(f *testing.F) {
 			compare(t, typ.Name(), data, typ)
 		}
 	})
+}
+
+// BenchmarkDecode compares the decoders on a pod and on its event envelope.
+func BenchmarkDecode(b *testing.B) {
+	f := fixtures()
+	pod, env := f["pod"].(*corev1.Pod), f["envelope"].(*events.Event)
+	podJSON, _ := json.Marshal(pod)
+	envJSON, _ := json.Marshal(env)
+	cases := []struct {
+		name string
+		fn   func() error
+	}{
+		{"unmarshal/apimachinery", func() error { return sigsjson.UnmarshalCaseSensitivePreserveInts(podJSON, &corev1.Pod{}) }},
+		{"unmarshal/codec", func() error { return codec.Unmarshal(podJSON, &corev1.Pod{}) }},
+		{"envelope/encoding-json", func() error { return json.Unmarshal(envJSON, &events.Event{}) }},
+		{"envelope/codec", func() error { return codec.Unmarshal(envJSON, &events.Event{}) }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/codec"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
@@ -93,7 +93,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 // decodeStored decodes a stored value and sets its resourceVersion.
 func decodeStored(res *schemas.Resource, kv storage.KV) (schemas.Object, error) {
 	obj := res.New()
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(kv.Value, obj); err != nil {
+	if err := codec.Unmarshal(kv.Value, obj); err != nil {
 		return nil, fmt.Errorf("apiserver: decode %s: %w", kv.Key, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
