@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/projections/history/store"
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 const (
@@ -40,7 +41,7 @@ type srcMsg struct {
 // decode decodes a message and prepares its etcd writes.
 func decode(m jetstream.Msg) (*srcMsg, error) {
 	var e events.Event
-	if err := json.Unmarshal(m.Data(), &e); err != nil {
+	if err := codec.Unmarshal(m.Data(), &e); err != nil {
 		return nil, fmt.Errorf("replay: decode event: %w", err)
 	}
 	pos := store.Pos{Rev: e.Revision}

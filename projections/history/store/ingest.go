@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // Indexed is one event as ingest stores it, handed to observers.
@@ -188,7 +189,7 @@ func (in *Ingester) consume(ctx context.Context) error {
 // a defect of the log, not of the projection: it is an error.
 func decodeMessage(msg jetstream.Msg, seq uint64) (*Indexed, error) {
 	var e events.Event
-	if err := json.Unmarshal(msg.Data(), &e); err != nil {
+	if err := codec.Unmarshal(msg.Data(), &e); err != nil {
 		return nil, fmt.Errorf("history: seq %d: %w", seq, err)
 	}
 	pos := Pos{Rev: e.Revision}
