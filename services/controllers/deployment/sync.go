@@ -107,20 +107,21 @@ func (s *syncer) replicaSetsFor(d *appsv1.Deployment) ([]*appsv1.ReplicaSet, err
 	for _, cached := range s.rss.ByIndex(consumer.IndexNamespace, d.Namespace) {
 		ref := metav1.GetControllerOf(cached)
 		matches := sel.Matches(labels.Set(cached.Labels))
-		rs := cached.DeepCopy()
+		// Copies are made only of what is returned or written: the
+		// namespace may hold many other replica sets.
 		switch {
 		case ref != nil && ref.UID == d.UID:
 			if matches || d.DeletionTimestamp != nil {
-				out = append(out, rs)
+				out = append(out, cached.DeepCopy())
 				continue
 			}
-			if rs.DeletionTimestamp != nil {
+			if cached.DeletionTimestamp != nil {
 				continue
 			}
-			if err := s.release(rs, d); err != nil {
+			if err := s.release(cached.DeepCopy(), d); err != nil {
 				return nil, err
 			}
-		case ref == nil && matches && d.DeletionTimestamp == nil && rs.DeletionTimestamp == nil:
+		case ref == nil && matches && d.DeletionTimestamp == nil && cached.DeletionTimestamp == nil:
 			if !checked {
 				// As kube's canAdopt: recheck with a live read that
 				// the deployment is still there and not being deleted.
@@ -134,7 +135,7 @@ func (s *syncer) replicaSetsFor(d *appsv1.Deployment) ([]*appsv1.ReplicaSet, err
 			if !canAdopt {
 				continue
 			}
-			adopted, err := s.adopt(rs, d)
+			adopted, err := s.adopt(cached.DeepCopy(), d)
 			if err != nil {
 				return nil, err
 			}
