@@ -45,7 +45,13 @@ type Config struct {
 	// Guard, if set, is checked right before each reconcile instead of
 	// Owns (see consumer.ControllerConfig.Guard).
 	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
+	// Shared are caches this process already runs, for the collector to
+	// read instead of following their resources on the log again (the
+	// controller manager shares its pod and ReplicaSet caches). Each must
+	// maintain IndexOwnerUID (built with OwnerIndexers); whoever built it
+	// runs it.
+	Shared []consumer.MetaCache
+	Log    *slog.Logger
 	// Clock is unused; it is here for the common controller Config shape.
 	Clock func() time.Time
 }
@@ -73,8 +79,10 @@ type resource struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
-	cache      *consumer.Cache[*metav1.PartialObjectMetadata]
-	ctrl       *consumer.Controller
+	cache      consumer.MetaCache
+	// own is the cache when the collector runs it, nil when shared.
+	own  *consumer.Cache[*metav1.PartialObjectMetadata]
+	ctrl *consumer.Controller
 }
 
 // New builds a garbage collector. It does no I/O: Run discovers the
@@ -88,6 +96,11 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	for _, sc := range cfg.Shared {
+		if !sc.HasIndex(IndexOwnerUID) {
+			return nil, fmt.Errorf("gc: new: shared %s cache has no %s index (build it with OwnerIndexers): %w", sc.Resource().Resource, IndexOwnerUID, ErrConfig)
+		}
 	}
 	client, err := dynamic.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
 	if err != nil {
@@ -128,7 +141,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	for _, r := range c.resources {
 		r.cache.AddHandler(c.handler(r))
-		runners = append(runners, r.cache, r.ctrl)
+		if r.own != nil {
+			runners = append(runners, r.own)
+		}
+		runners = append(runners, r.ctrl)
 	}
 	c.started.Store(true)
 	c.log.Info("garbage collector starting", "resources", len(c.resources))
@@ -162,12 +178,17 @@ func (c *Controller) discover(ctx context.Context) error {
 				continue
 			}
 			r := &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced}
-			r.cache, err = consumer.NewCache(consumer.CacheConfig[*metav1.PartialObjectMetadata]{
-				Resource: r.gvr, Config: c.cfg.RestConfig, JS: c.cfg.JS, Log: c.log,
-				Indexers: map[string]consumer.IndexFunc[*metav1.PartialObjectMetadata]{IndexOwnerUID: ownerUIDs},
-			})
-			if err != nil {
-				return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
+			if i := slices.IndexFunc(c.cfg.Shared, func(sc consumer.MetaCache) bool { return sc.Resource() == r.gvr }); i >= 0 {
+				r.cache = c.cfg.Shared[i]
+			} else {
+				r.own, err = consumer.NewCache(consumer.CacheConfig[*metav1.PartialObjectMetadata]{
+					Resource: r.gvr, Config: c.cfg.RestConfig, JS: c.cfg.JS, Log: c.log,
+					Indexers: OwnerIndexers[*metav1.PartialObjectMetadata](),
+				})
+				if err != nil {
+					return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
+				}
+				r.cache = consumer.Meta(r.own)
 			}
 			c.resources = append(c.resources, r)
 			c.byKind[schema.GroupKind{Group: gv.Group, Kind: ar.Kind}] = r
@@ -185,8 +206,14 @@ func hasVerbs(have metav1.Verbs, want ...string) bool {
 	return true
 }
 
+// OwnerIndexers are the indexers a cache the collector reads must have
+// (Config.Shared).
+func OwnerIndexers[T consumer.Object]() map[string]consumer.IndexFunc[T] {
+	return map[string]consumer.IndexFunc[T]{IndexOwnerUID: func(obj T) []string { return ownerUIDs(obj) }}
+}
+
 // ownerUIDs is the IndexOwnerUID index function.
-func ownerUIDs(obj *metav1.PartialObjectMetadata) []string {
+func ownerUIDs(obj metav1.Object) []string {
 	refs := obj.GetOwnerReferences()
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
@@ -197,14 +224,14 @@ func ownerUIDs(obj *metav1.PartialObjectMetadata) []string {
 
 // handler queues the work a change implies. It only queues: the reconcile
 // decides from the current state.
-func (c *Controller) handler(r *resource) consumer.Handler[*metav1.PartialObjectMetadata] {
-	return consumer.Handler[*metav1.PartialObjectMetadata]{
-		OnAdd: func(obj *metav1.PartialObjectMetadata, ev *events.Event) {
+func (c *Controller) handler(r *resource) consumer.Handler[consumer.Object] {
+	return consumer.Handler[consumer.Object]{
+		OnAdd: func(obj consumer.Object, ev *events.Event) {
 			if interesting(obj) {
 				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
 			}
 		},
-		OnUpdate: func(old, obj *metav1.PartialObjectMetadata, ev *events.Event) {
+		OnUpdate: func(old, obj consumer.Object, ev *events.Event) {
 			if interesting(obj) {
 				r.ctrl.Enqueue(consumer.KeyOf(obj), ev)
 			}
@@ -222,7 +249,7 @@ func (c *Controller) handler(r *resource) consumer.Handler[*metav1.PartialObject
 				c.enqueueOwners(old, removed, ev)
 			}
 		},
-		OnDelete: func(obj *metav1.PartialObjectMetadata, ev *events.Event) {
+		OnDelete: func(obj consumer.Object, ev *events.Event) {
 			c.enqueueDependents(obj.GetUID(), ev)
 			c.enqueueOwners(obj, obj.GetOwnerReferences(), ev)
 		},
@@ -230,7 +257,7 @@ func (c *Controller) handler(r *resource) consumer.Handler[*metav1.PartialObject
 }
 
 // interesting: objects the collector may have to act on.
-func interesting(obj *metav1.PartialObjectMetadata) bool {
+func interesting(obj metav1.Object) bool {
 	if len(obj.GetOwnerReferences()) > 0 {
 		return true
 	}
@@ -279,7 +306,7 @@ func (c *Controller) ownerResource(dep metav1.Object, ref metav1.OwnerReference)
 }
 
 // removedRefs are the references old has and obj no longer has.
-func removedRefs(old, obj *metav1.PartialObjectMetadata) []metav1.OwnerReference {
+func removedRefs(old, obj metav1.Object) []metav1.OwnerReference {
 	var out []metav1.OwnerReference
 	now := obj.GetOwnerReferences()
 	for _, ref := range old.GetOwnerReferences() {

@@ -11,13 +11,20 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 // TestGarbageCollector runs the collector on a real control plane and
 // deletes owners with each propagation policy, through client-go and
 // through kubectl. Each case has its own namespace.
-func TestGarbageCollector(t *testing.T) {
-	env := start(t)
+func TestGarbageCollector(t *testing.T) { testGarbageCollector(t, start(t, false)) }
+
+// TestGarbageCollectorSharedCaches runs the same cases with the collector
+// reading pods and ReplicaSets from typed caches it shares, as in the
+// controller manager.
+func TestGarbageCollectorSharedCaches(t *testing.T) { testGarbageCollector(t, start(t, true)) }
+
+func testGarbageCollector(t *testing.T, env *controlplanetest.Env) {
 	ctx := context.Background()
 	cms := func(ns string) interface {
 		Delete(context.Context, string, metav1.DeleteOptions) error

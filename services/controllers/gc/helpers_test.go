@@ -19,11 +19,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -32,16 +34,43 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const timeout = 30 * time.Second
 
 // start runs a control plane and the collector (as the controller manager)
-// until the test ends.
-func start(t *testing.T) *controlplanetest.Env {
+// until the test ends. With shared, the collector reads pods and
+// ReplicaSets from typed caches the test runs, as the controller manager
+// shares its own.
+func start(t *testing.T, shared bool) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG")})
+	cfg := Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG")}
+	if shared {
+		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"))
+		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"))
+		cfg.Shared = []consumer.MetaCache{consumer.Meta(pods), consumer.Meta(rsets)}
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	controlplanetest.Run(t, c)
+	if shared {
+		eventually(t, timeout, "the collector to discover the resources", c.started.Load)
+		for _, r := range c.resources {
+			if r.own != nil && (r.gvr.Resource == "pods" || r.gvr.Resource == "replicasets") {
+				t.Fatalf("the collector runs its own %s cache instead of the shared one", r.gvr.Resource)
+			}
+		}
+	}
 	return env
+}
+
+// sharedCache runs a typed cache of gvr with the collector's index.
+func sharedCache[T consumer.Object](t *testing.T, env *controlplanetest.Env, gvr schema.GroupVersionResource) *consumer.Cache[T] {
+	t.Helper()
+	c, err := consumer.NewCache(consumer.CacheConfig[T]{Resource: gvr, Config: env.Config, JS: env.JS, Indexers: OwnerIndexers[T]()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.Run(t, c)
+	return c
 }
 
 func mkNamespace(t *testing.T, env *controlplanetest.Env, ns string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,15 +121,19 @@ func New(cfg Config) (*Manager, error) {
 	}
 	log := cfg.Log
 	// The pod and ReplicaSet caches are shared by the replicaset and
-	// deployment controllers: each event is decoded once.
+	// deployment controllers and the garbage collector: each event is
+	// delivered and decoded once.
+	podIndexers := gc.OwnerIndexers[*corev1.Pod]()
+	maps.Copy(podIndexers, replicaset.PodIndexers())
 	if m.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
 		Resource: corev1.SchemeGroupVersion.WithResource("pods"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		Indexers: replicaset.PodIndexers(),
+		Indexers: podIndexers,
 	}); err != nil {
 		return nil, fmt.Errorf("manager: pod cache: %w", err)
 	}
 	if m.rsets, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
 		Resource: appsv1.SchemeGroupVersion.WithResource("replicasets"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		Indexers: gc.OwnerIndexers[*appsv1.ReplicaSet](),
 	}); err != nil {
 		return nil, fmt.Errorf("manager: replicaset cache: %w", err)
 	}
@@ -142,7 +147,8 @@ func New(cfg Config) (*Manager, error) {
 	if err := add("deployment", dep, err); err != nil {
 		return nil, err
 	}
-	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log})
+	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
+		Shared: []consumer.MetaCache{consumer.Meta(m.pods), consumer.Meta(m.rsets)}})
 	if err := add("garbagecollector", g, err); err != nil {
 		return nil, err
 	}
