@@ -36,9 +36,10 @@ type Config struct {
 	// Guard, if set, is checked right before each reconcile instead of
 	// Owns (see consumer.ControllerConfig.Guard).
 	Guard func(key string) (done func(), ok bool)
-	// Pods and ReplicaSets are caches shared with other controllers of the
-	// same process (so each event is decoded once), run by whoever made
-	// them. Nil: New makes its own and Run runs them.
+	// Deployments, Pods and ReplicaSets are caches shared with other
+	// controllers of the same process (so each event is decoded once), run
+	// by whoever made them. Nil: New makes its own and Run runs them.
+	Deployments *consumer.Cache[*appsv1.Deployment]
 	Pods        *consumer.Cache[*corev1.Pod]
 	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
 	Log         *slog.Logger
@@ -85,12 +86,14 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("deployment: client: %w", err)
 	}
 	c := &Controller{client: client, log: log, now: now}
-	if c.deployments, err = consumer.NewCache(consumer.CacheConfig[*appsv1.Deployment]{
-		Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}); err != nil {
-		return nil, fmt.Errorf("deployment: cache: %w", err)
+	if c.deployments = cfg.Deployments; c.deployments == nil {
+		if c.deployments, err = consumer.NewCache(consumer.CacheConfig[*appsv1.Deployment]{
+			Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("deployment: cache: %w", err)
+		}
+		c.own = append(c.own, c.deployments)
 	}
-	c.own = []consumer.Runner{c.deployments}
 	if c.rss = cfg.ReplicaSets; c.rss == nil {
 		if c.rss, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
 			Resource: replicaSetsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,

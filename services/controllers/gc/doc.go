@@ -11,9 +11,10 @@
 // the UIDs of all its ownerReferences (not only the controller's): the
 // dependents of an owner are ByIndex(IndexOwnerUID, uid) over every cache.
 // For a resource of Config.Shared it reads that cache instead, through
-// its metadata (consumer.MetaCache): the controller manager's pod and
-// ReplicaSet caches, built with OwnerIndexers, so that each pod event is
-// delivered and decoded once per process rather than twice.
+// its metadata (consumer.MetaCache): the controller manager's pod,
+// ReplicaSet and Deployment caches, built with OwnerIndexers, so that each
+// of their events is delivered and decoded once per process rather than
+// twice.
 // Each resource has its own consumer.Controller keyed "namespace/name", so
 // ControllerConfig.Owns partitions the work as for any controller.
 //

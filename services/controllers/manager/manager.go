@@ -57,9 +57,10 @@ type Manager struct {
 	cfg     Config
 	sharder *shard.Sharder
 	ctrls   []consumer.Runner
-	// pods and rsets are shared by the controllers (see New).
+	// pods, rsets and deps are shared by the controllers (see New).
 	pods   *consumer.Cache[*corev1.Pod]
 	rsets  *consumer.Cache[*appsv1.ReplicaSet]
+	deps   *consumer.Cache[*appsv1.Deployment]
 	names  []string
 	client kubernetes.Interface
 	log    *slog.Logger
@@ -120,9 +121,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil
 	}
 	log := cfg.Log
-	// The pod and ReplicaSet caches are shared by the replicaset and
-	// deployment controllers and the garbage collector: each event is
-	// delivered and decoded once.
+	// The pod, ReplicaSet and Deployment caches are shared by the
+	// replicaset and deployment controllers and the garbage collector:
+	// each event is delivered and decoded once.
 	podIndexers := gc.OwnerIndexers[*corev1.Pod]()
 	maps.Copy(podIndexers, replicaset.PodIndexers())
 	if m.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
@@ -137,18 +138,24 @@ func New(cfg Config) (*Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("manager: replicaset cache: %w", err)
 	}
+	if m.deps, err = consumer.NewCache(consumer.CacheConfig[*appsv1.Deployment]{
+		Resource: appsv1.SchemeGroupVersion.WithResource("deployments"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+		Indexers: gc.OwnerIndexers[*appsv1.Deployment](),
+	}); err != nil {
+		return nil, fmt.Errorf("manager: deployment cache: %w", err)
+	}
 	rs, err := replicaset.New(replicaset.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
 		Pods: m.pods, ReplicaSets: m.rsets})
 	if err := add("replicaset", rs, err); err != nil {
 		return nil, err
 	}
 	dep, err := deployment.New(deployment.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
-		Pods: m.pods, ReplicaSets: m.rsets})
+		Pods: m.pods, ReplicaSets: m.rsets, Deployments: m.deps})
 	if err := add("deployment", dep, err); err != nil {
 		return nil, err
 	}
 	g, err := gc.New(gc.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Workers: cfg.Workers, Owns: owns, Guard: guard, Log: log,
-		Shared: []consumer.MetaCache{consumer.Meta(m.pods), consumer.Meta(m.rsets)}})
+		Shared: []consumer.MetaCache{consumer.Meta(m.pods), consumer.Meta(m.rsets), consumer.Meta(m.deps)}})
 	if err := add("garbagecollector", g, err); err != nil {
 		return nil, err
 	}
@@ -168,7 +175,7 @@ func (m *Manager) Controllers() []string { return m.names }
 
 // Run runs every controller (and the sharder) until ctx is done.
 func (m *Manager) Run(ctx context.Context) error {
-	runners := append([]consumer.Runner{m.pods, m.rsets}, m.ctrls...)
+	runners := append([]consumer.Runner{m.pods, m.rsets, m.deps}, m.ctrls...)
 	if m.sharder != nil {
 		runners = append(runners, m.sharder)
 	}
