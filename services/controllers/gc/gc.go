@@ -47,9 +47,9 @@ type Config struct {
 	Guard func(key string) (done func(), ok bool)
 	// Shared are caches this process already runs, for the collector to
 	// read instead of following their resources on the log again (the
-	// controller manager shares its pod and ReplicaSet caches). Each must
-	// maintain IndexOwnerUID (built with OwnerIndexers); whoever built it
-	// runs it.
+	// controller manager shares its pod, ReplicaSet and Deployment caches).
+	// Each must maintain IndexOwnerUID (built with OwnerIndexers); whoever
+	// built it runs it.
 	Shared []consumer.MetaCache
 	Log    *slog.Logger
 	// Clock is unused; it is here for the common controller Config shape.
