@@ -78,6 +78,14 @@ func benchControllers(b *testing.B, replicas int) {
 		b.Fatalf("only %d of %d pods created within 3m", counter.added.Load(), benchPods)
 	}
 	cpu := embeddedtest.ProcessCPU() - cpu0
+	defer func() {
+		// Speed must not come from overshooting: no pod beyond the
+		// replicas asked for may be created.
+		time.Sleep(time.Second)
+		if n := counter.added.Load(); n != benchPods {
+			b.Errorf("%d pods created for %d replicas", n, benchPods)
+		}
+	}()
 	// busy is the share of the machine's cores this process used while
 	// the pods were created: below 1, the run waited on something else
 	// than CPU (fsync, round trips).
