@@ -53,6 +53,12 @@
 // X" is ByIndex(IndexOwner, string(rs.UID)). More indexes go in
 // CacheConfig.Indexers.
 //
+// Consumers of one process share caches rather than follow the same
+// subjects twice: a typed cache is passed to each controller that needs
+// it, and Meta shows it, through metadata only, to a consumer that works
+// on any kind (the garbage collector). Events are decoded with
+// schemas/codec.
+//
 // # Queue and controller
 //
 // A Controller runs a Reconciler over a Queue (client-go's rate-limiting
