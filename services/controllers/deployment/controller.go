@@ -86,29 +86,20 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("deployment: client: %w", err)
 	}
 	c := &Controller{client: client, log: log, now: now}
-	if c.deployments = cfg.Deployments; c.deployments == nil {
-		if c.deployments, err = consumer.NewCache(consumer.CacheConfig[*appsv1.Deployment]{
-			Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		}); err != nil {
-			return nil, fmt.Errorf("deployment: cache: %w", err)
-		}
-		c.own = append(c.own, c.deployments)
+	if c.deployments, err = consumer.SharedOr(cfg.Deployments, consumer.CacheConfig[*appsv1.Deployment]{
+		Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	}, &c.own); err != nil {
+		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}
-	if c.rss = cfg.ReplicaSets; c.rss == nil {
-		if c.rss, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
-			Resource: replicaSetsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		}); err != nil {
-			return nil, fmt.Errorf("deployment: cache: %w", err)
-		}
-		c.own = append(c.own, c.rss)
+	if c.rss, err = consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
+		Resource: replicaSetsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	}, &c.own); err != nil {
+		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}
-	if c.pods = cfg.Pods; c.pods == nil {
-		if c.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
-			Resource: podsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		}); err != nil {
-			return nil, fmt.Errorf("deployment: cache: %w", err)
-		}
-		c.own = append(c.own, c.pods)
+	if c.pods, err = consumer.SharedOr(cfg.Pods, consumer.CacheConfig[*corev1.Pod]{
+		Resource: podsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	}, &c.own); err != nil {
+		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}
 	if c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
 		Name: "deployment", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard, Log: log,

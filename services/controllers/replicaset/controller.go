@@ -103,23 +103,17 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
 	}
 	var own []consumer.Runner
-	rsets := cfg.ReplicaSets
-	if rsets == nil {
-		if rsets, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
-			Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-		}); err != nil {
-			return nil, fmt.Errorf("replicaset: new: %w", err)
-		}
-		own = append(own, rsets)
+	rsets, err := consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
+		Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
+	}, &own)
+	if err != nil {
+		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
-	pods := cfg.Pods
-	if pods == nil {
-		if pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
-			Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log, Indexers: PodIndexers(),
-		}); err != nil {
-			return nil, fmt.Errorf("replicaset: new: %w", err)
-		}
-		own = append(own, pods)
+	pods, err := consumer.SharedOr(cfg.Pods, consumer.CacheConfig[*corev1.Pod]{
+		Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log, Indexers: PodIndexers(),
+	}, &own)
+	if err != nil {
+		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
 	c := &Controller{
 		own:    own,
