@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
 )
 
 // User is an authenticated identity.
@@ -40,11 +41,8 @@ var _ Authenticator = X509Authenticator{}
 
 // Authenticate implements Authenticator.
 func (X509Authenticator) Authenticate(r *http.Request) (User, bool, error) {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return User{}, false, nil
-	}
-	c := r.TLS.VerifiedChains[0][0]
-	return User{User: c.Subject.CommonName, Groups: slices.Clone(c.Subject.Organization)}, true, nil
+	user, groups, ok := pki.ClientIdentity(r.TLS)
+	return User{User: user, Groups: groups}, ok, nil
 }
 
 // TokenAuthenticator accepts static bearer tokens (kube's --token-auth-file).

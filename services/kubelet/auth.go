@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/apiserver/pki"
 )
 
 // groupMasters may use every endpoint of the kubelet's API (the
@@ -60,11 +61,8 @@ func authorize(a requestAttributes) bool {
 // organizations are the groups. A request without one is not
 // authenticated (the kubelet's --anonymous-auth=false).
 func authenticate(r *http.Request) (events.Actor, bool) {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return events.Actor{}, false
-	}
-	c := r.TLS.VerifiedChains[0][0]
-	return events.Actor{User: c.Subject.CommonName, Groups: slices.Clone(c.Subject.Organization)}, true
+	user, groups, ok := pki.ClientIdentity(r.TLS)
+	return events.Actor{User: user, Groups: groups}, ok
 }
 
 // withAuth authenticates and authorizes every request but /healthz before
