@@ -3,7 +3,6 @@ package scaleouttest
 import (
 	"context"
 	"fmt"
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -22,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
 
@@ -161,18 +162,7 @@ func createDeployments(t *testing.T, client kubernetes.Interface, rng *rand.Rand
 }
 
 func deployment(name string, replicas int32, surgeOne bool) *appsv1.Deployment {
-	lbls := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbls},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:v0"}}},
-			},
-		},
-	}
+	d := controlplanetest.Deployment(ns, name, replicas, corev1.Container{Name: "c", Image: "nginx:v0"})
 	if surgeOne {
 		s, u := intstr.FromInt32(1), intstr.FromInt32(0)
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
