@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
@@ -91,15 +92,7 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 				return nil, invalid(q.res, obj.GetName(), errs)
 			}
 		}
-		if isDryRun(q) {
-			return obj, nil
-		}
-		val, err := encodeStored(obj, q.res.GVK())
-		if err != nil {
-			return nil, err
-		}
-		key := storage.Key(q.res.GroupVersion.Group, q.res.Plural, obj.GetNamespace(), obj.GetName())
-		rev, err := s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"))
+		rev, err := s.storeCreate(q, obj)
 		if errors.Is(err, storage.ErrExists) {
 			if generated && attempt < 3 {
 				continue
@@ -108,6 +101,9 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 		}
 		if err != nil {
 			return nil, err
+		}
+		if isDryRun(q) {
+			return obj, nil
 		}
 		obj.SetResourceVersion(rev.String())
 		if q.res.Plural == "namespaces" {
@@ -127,4 +123,26 @@ func deepCopy(obj schemas.Object) schemas.Object {
 	var out schemas.Object
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// storeCreate writes a new object; storage.ErrExists if its name is taken.
+// A dry run does what kube-apiserver's dry-run storage does: everything but
+// the write, so a taken name is still a conflict, and it returns revision 0.
+func (s *Server) storeCreate(q *request, obj schemas.Object) (events.Revision, error) {
+	key := storage.Key(q.res.GroupVersion.Group, q.res.Plural, obj.GetNamespace(), obj.GetName())
+	if isDryRun(q) {
+		_, err := s.store.Get(q.ctx(), key)
+		switch {
+		case err == nil:
+			return 0, storage.ErrExists
+		case errors.Is(err, storage.ErrNotFound):
+			return 0, nil
+		}
+		return 0, err
+	}
+	val, err := encodeStored(obj, q.res.GVK())
+	if err != nil {
+		return 0, err
+	}
+	return s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"))
 }

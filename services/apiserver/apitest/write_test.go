@@ -367,6 +367,13 @@ func TestWriteSemantics(t *testing.T) {
 				}
 				return err
 			}},
+			{"create of a taken name", func() error {
+				_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dry"}}, metav1.CreateOptions{DryRun: dry})
+				if !apierrors.IsAlreadyExists(err) {
+					t.Errorf("dry-run create of an existing name: %v, want AlreadyExists", err)
+				}
+				return nil
+			}},
 			{"create with generateName", func() error {
 				_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "dry-"}}, metav1.CreateOptions{DryRun: dry})
 				return err
