@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,11 +138,54 @@ var errNotAcceptableFormat = errors.New("apiserver: not acceptable")
 // negotiate reads Accept. kubectl get asks for
 // application/json;as=Table;v=v1;g=meta.k8s.io first, then plain JSON.
 func negotiate(r *http.Request) (outputFormat, error) {
-	accept := r.Header.Get("Accept")
-	f := outputFormat{includeObject: metav1.IncludeMetadata}
-	if p := r.URL.Query().Get("includeObject"); p != "" {
-		f.includeObject = metav1.IncludeObjectPolicy(p)
+	f, err := acceptFormats.parse(r.Header.Get("Accept"))
+	f.includeObject = metav1.IncludeMetadata
+	if strings.Contains(r.URL.RawQuery, "includeObject") {
+		if p := r.URL.Query().Get("includeObject"); p != "" {
+			f.includeObject = metav1.IncludeObjectPolicy(p)
+		}
 	}
+	return f, err
+}
+
+// acceptCache remembers what Accept headers ask for: clients send a handful
+// of distinct values, and parsing one allocates for every media type in it,
+// on every request. It holds at most acceptCacheSize values; others are
+// parsed each time.
+type acceptCache struct {
+	mu sync.RWMutex
+	m  map[string]acceptResult
+}
+
+type acceptResult struct {
+	f   outputFormat
+	err error
+}
+
+const acceptCacheSize = 64
+
+var acceptFormats = &acceptCache{m: map[string]acceptResult{}}
+
+func (c *acceptCache) parse(accept string) (outputFormat, error) {
+	c.mu.RLock()
+	res, ok := c.m[accept]
+	c.mu.RUnlock()
+	if ok {
+		return res.f, res.err
+	}
+	f, err := parseAccept(accept)
+	c.mu.Lock()
+	if len(c.m) < acceptCacheSize {
+		c.m[accept] = acceptResult{f, err}
+	}
+	c.mu.Unlock()
+	return f, err
+}
+
+// parseAccept is negotiate's reading of an Accept header (includeObject
+// aside).
+func parseAccept(accept string) (outputFormat, error) {
+	var f outputFormat
 	if accept == "" {
 		return f, nil
 	}
