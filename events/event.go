@@ -169,6 +169,42 @@ func (e *Event) Subject() string {
 	return prefix + "." + GroupToken(e.Group) + "." + e.Resource + "." + Token(e.NodeName) + "." + Token(e.Namespace) + "." + Token(e.Name)
 }
 
+// SubjectKey is what a subject says of its event: every field of the
+// envelope that subjects carry.
+type SubjectKey struct {
+	Group, Resource, NodeName, Namespace, Name string
+}
+
+// ParseSubject reverses Subject; ok is false for a subject outside the
+// scheme.
+func ParseSubject(subject string) (k SubjectKey, ok bool) {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix+".")
+	if !ok {
+		if rest, ok = strings.CutPrefix(subject, LeaseSubjectPrefix+"."); !ok {
+			return SubjectKey{}, false
+		}
+	}
+	var t [5]string
+	for i := range 4 {
+		if t[i], rest, ok = strings.Cut(rest, "."); !ok {
+			return SubjectKey{}, false
+		}
+	}
+	if t[4] = rest; strings.Contains(rest, ".") {
+		return SubjectKey{}, false
+	}
+	if t[0] != "core" {
+		k.Group = Untoken(t[0])
+	}
+	k.Resource, k.NodeName, k.Namespace, k.Name = t[1], Untoken(t[2]), Untoken(t[3]), Untoken(t[4])
+	return k, true
+}
+
+// Key is the subject's view of e.
+func (e *Event) Key() SubjectKey {
+	return SubjectKey{Group: e.Group, Resource: e.Resource, NodeName: e.NodeName, Namespace: e.Namespace, Name: e.Name}
+}
+
 // Filter builds a subject filter; empty arguments become wildcards.
 // Filter("", "pods", "node-1", "", "") is what a kubelet subscribes to.
 // group is the API group name ("" or "core" for the legacy group).
