@@ -49,15 +49,15 @@ func BenchmarkFanout(b *testing.B) {
 	t.floorKnown = true
 	t.markReadyLocked()
 	t.mu.Unlock()
-	evs := make([]*events.Event, b.N)
-	for i := range evs {
-		evs[i] = &events.Event{Revision: events.Revision(i + 1), Resource: "pods", Namespace: "a", Name: fmt.Sprint("p", i%100)}
+	recs := make([]*record, b.N)
+	for i := range recs {
+		recs[i] = decodedRecord(uint64(i+1), &events.Event{Revision: events.Revision(i + 1), Resource: "pods", Namespace: "a", Name: fmt.Sprint("p", i%100)})
 	}
 	wg := drain(b, h, benchWatchers, b.N)
 	b.ResetTimer()
 	start := time.Now()
-	for i, ev := range evs {
-		t.apply(uint64(i+1), ev, true)
+	for i, rec := range recs {
+		t.apply(uint64(i+1), rec, true)
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")

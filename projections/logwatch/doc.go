@@ -9,11 +9,14 @@
 // A Hub runs ONE ordered JetStream consumer per stream (events.Stream and
 // events.LeaseStream). On start it pre-fills a ring with the last
 // Config.RingSize messages of each stream, then follows the end of the log.
-// Each envelope is decoded once into an *events.Event that every watcher
-// shares read-only, appended to the ring, and pushed to the queue of every
+// Each message is appended to the ring and pushed to the queue of every
 // live watcher whose Request matches (watchers are indexed by group and
-// resource). Head reports the revision of the last event seen on a stream;
-// WaitFor blocks until it reaches a revision.
+// resource). Ordering and matching need only the revision (the
+// Cairn-Revision header) and the subject's fields, so the envelope is
+// decoded only when a watcher wants the event, once, into an *events.Event
+// that every watcher shares read-only: an apiserver nobody watches pods
+// through does not decode pod events. Head reports the revision of the
+// last event seen on a stream; WaitFor blocks until it reaches a revision.
 //
 // Watch(ctx, Request{..., From: R}) delivers every matching event with
 // revision > R. Where the events come from depends on R:

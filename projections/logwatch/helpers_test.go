@@ -129,7 +129,7 @@ func (e *env) wantEvents(req Request) []*events.Event {
 	defer e.mu.Unlock()
 	var out []*events.Event
 	for _, ev := range e.log {
-		if ev.Revision > req.From && req.matches(ev) {
+		if ev.Revision > req.From && req.matches(ev.Key()) {
 			out = append(out, ev)
 		}
 	}

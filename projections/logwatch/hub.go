@@ -91,12 +91,12 @@ func (r Request) normalized() Request {
 	return r
 }
 
-func (r Request) matches(ev *events.Event) bool {
-	return ev.Group == r.Group &&
-		(r.Resource == "" || ev.Resource == r.Resource) &&
-		(r.Node == "" || ev.NodeName == r.Node) &&
-		(r.Namespace == "" || ev.Namespace == r.Namespace) &&
-		(r.Name == "" || ev.Name == r.Name)
+func (r Request) matches(k events.SubjectKey) bool {
+	return k.Group == r.Group &&
+		(r.Resource == "" || k.Resource == r.Resource) &&
+		(r.Node == "" || k.NodeName == r.Node) &&
+		(r.Namespace == "" || k.Namespace == r.Namespace) &&
+		(r.Name == "" || k.Name == r.Name)
 }
 
 // indexKey is the key of the tail's watcher index for a request: group and

@@ -2,12 +2,14 @@ package logwatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-dev/cairn/events"
@@ -485,5 +487,73 @@ func TestWatchBeforeStreams(t *testing.T) {
 	e.pubPods(3)
 	if err := recv(w, e.want(Request{Resource: "pods"}), wait); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUndecodableAndForeignMessages: a message whose envelope does not
+// decode is skipped by every watch (live, from the ring and from the log),
+// and one without cairn's headers (a foreign publisher) is still served,
+// by what its envelope says.
+func TestUndecodableAndForeignMessages(t *testing.T) {
+	e := newEnv(t)
+	publish := func(m *nats.Msg) {
+		t.Helper()
+		if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// undecodable: a well-formed subject and header, a broken envelope.
+	undecodable := func() {
+		ev := events.Event{Revision: events.Revision(e.rev.Add(1)), Resource: "pods", Namespace: "a", Name: "broken"}
+		m := nats.NewMsg(ev.Subject())
+		m.Data = []byte(`{"revision": not json`)
+		m.Header.Set(events.MsgHeaderRevision, ev.Revision.String())
+		publish(m)
+	}
+	// foreign: a valid envelope without the revision header.
+	foreign := func() events.Revision {
+		ev := &events.Event{Revision: events.Revision(e.rev.Add(1)), Type: events.Added, Version: "v1", Resource: "pods",
+			Namespace: "a", Name: "foreign", Object: json.RawMessage(`{}`)}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(ev.Subject())
+		m.Data = data
+		publish(m)
+		return ev.Revision
+	}
+	round := func() []events.Revision {
+		a := e.pub("", "pods", "", "a", "p1").Revision
+		undecodable()
+		b := foreign()
+		c := e.pub("", "pods", "", "a", "p2").Revision
+		return []events.Revision{a, b, c}
+	}
+
+	old := round()
+	e.pubPods(30) // pushes the first round out of a ring of 20
+	h := startHub(t, e, Config{RingSize: 20, HandoffPoll: 10 * time.Millisecond})
+	live := watch(t, h, Request{Resource: "pods", Namespace: "a", From: e.head()})
+	fromLog := watch(t, h, Request{Resource: "pods", Namespace: "a", Name: "p1", From: 0})
+	if err := recv(fromLog, old[:1], wait); err != nil {
+		t.Fatalf("watch from the log: %v", err)
+	}
+	fromLogAll := watch(t, h, Request{Resource: "pods", Namespace: "a", From: old[0] - 1})
+	if err := recv(fromLogAll, old, wait); err != nil {
+		t.Fatalf("watch from the log: %v", err)
+	}
+
+	head := e.head()
+	cur := round()
+	if err := recv(live, cur, wait); err != nil {
+		t.Fatalf("live watch: %v", err)
+	}
+	fromRing := watch(t, h, Request{Resource: "pods", Namespace: "a", From: head})
+	if err := recv(fromRing, cur, wait); err != nil {
+		t.Fatalf("watch from the ring: %v", err)
+	}
+	if err := quiet(fromRing, 50*time.Millisecond); err != nil {
+		t.Fatalf("watch from the ring: %v", err)
 	}
 }

@@ -65,8 +65,8 @@ func (w *Watcher) catchUp(seq uint64) {
 			w.fail(fmt.Errorf("logwatch: catch-up metadata: %w", err))
 			return
 		}
-		if ev, err := decode(msg); err == nil && ev.Revision > w.lastSentRev() && w.req.matches(ev) {
-			if !w.send(ev) {
+		if rec, err := newRecord(meta.Sequence.Stream, msg); err == nil && rec.rev > w.lastSentRev() && w.req.matches(rec.key) {
+			if ev := rec.event(w.hub.log, w.t.name); ev != nil && !w.send(ev) {
 				return
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // tail follows one stream with one ordered consumer, keeps the ring and fans
@@ -161,11 +160,11 @@ func (t *tail) consume(ctx context.Context, from, target uint64) error {
 		if err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
-		ev, err := decode(msg)
+		rec, err := newRecord(meta.Sequence.Stream, msg)
 		if err != nil {
 			t.hub.log.Error("logwatch: undecodable event skipped", "stream", t.name, "seq", meta.Sequence.Stream, "err", err)
 		}
-		t.apply(meta.Sequence.Stream, ev, meta.NumPending == 0 || meta.Sequence.Stream >= target)
+		t.apply(meta.Sequence.Stream, rec, meta.NumPending == 0 || meta.Sequence.Stream >= target)
 	}
 }
 
@@ -207,25 +206,8 @@ func (h *Hub) deleteConsumerName(stream, name string) {
 	}
 }
 
-// decode parses an envelope once; the event is shared, read-only, by every
-// watcher.
-func decode(msg jetstream.Msg) (*events.Event, error) {
-	ev := new(events.Event)
-	if err := codec.Unmarshal(msg.Data(), ev); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	if ev.Revision == 0 {
-		rev, err := events.ParseRevision(msg.Headers().Get(events.MsgHeaderRevision))
-		if err != nil || rev == 0 {
-			return nil, errors.New("decode: event without revision")
-		}
-		ev.Revision = rev
-	}
-	return ev, nil
-}
-
-// apply records the message at seq (ev nil if undecodable) and fans it out.
-func (t *tail) apply(seq uint64, ev *events.Event, caughtUp bool) {
+// apply records the message at seq (rec nil if unreadable) and fans it out.
+func (t *tail) apply(seq uint64, rec *record, caughtUp bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if seq <= t.lastSeq {
@@ -235,36 +217,43 @@ func (t *tail) apply(seq uint64, ev *events.Event, caughtUp bool) {
 	if caughtUp {
 		defer t.markReadyLocked()
 	}
-	if ev == nil {
+	if rec == nil {
 		return
 	}
-	if ev.Revision <= t.head {
-		t.hub.log.Error("logwatch: revision out of order skipped", "stream", t.name, "seq", seq, "revision", ev.Revision, "head", t.head)
+	if rec.rev <= t.head {
+		t.hub.log.Error("logwatch: revision out of order skipped", "stream", t.name, "seq", seq, "revision", rec.rev, "head", t.head)
 		return
 	}
-	if old, evicted := t.ring.push(entry{seq: seq, ev: ev}); evicted {
-		t.floorSeq, t.floorRev, t.floorKnown = old.seq, old.ev.Revision, true
+	if old, evicted := t.ring.push(rec); evicted {
+		t.floorSeq, t.floorRev, t.floorKnown = old.seq, old.rev, true
 		t.floorSeqA.Store(old.seq)
 	} else if !t.floorKnown {
 		// Events between the message before the ring and this one do not
 		// exist in the stream.
-		t.floorRev, t.floorKnown = ev.Revision-1, true
+		t.floorRev, t.floorKnown = rec.rev-1, true
 	}
-	t.head = ev.Revision
+	t.head = rec.rev
 	if t.changed != nil {
 		close(t.changed)
 		t.changed = nil
 	}
-	t.dispatchLocked(ev)
+	t.dispatchLocked(rec)
 }
 
-func (t *tail) dispatchLocked(ev *events.Event) {
-	g := ev.Group + "/"
-	for _, key := range [2]string{g + ev.Resource, g + "*"} {
+// dispatchLocked queues rec for every live watcher it matches. It decodes
+// rec first, here, if any watcher wants it: watchers of the same event then
+// never wait on each other for the decode.
+func (t *tail) dispatchLocked(rec *record) {
+	g := rec.key.Group + "/"
+	for _, key := range [2]string{g + rec.key.Resource, g + "*"} {
 		for w := range t.watchers[key] {
-			if w.req.matches(ev) {
-				w.push(ev)
+			if !w.req.matches(rec.key) {
+				continue
 			}
+			if rec.event(t.hub.log, t.name) == nil {
+				return
+			}
+			w.push(rec)
 		}
 	}
 }
@@ -300,7 +289,7 @@ func (t *tail) attachFromRing(w *Watcher) bool {
 	if from < t.head && (!t.floorKnown || from < t.floorRev) {
 		return false
 	}
-	w.goLive(t.ring.collect(t.ring.afterRev(from), w.req.matches))
+	w.goLive(t.ring.collect(t.ring.afterRev(from), func(rec *record) bool { return w.req.matches(rec.key) }))
 	t.addLocked(w)
 	return true
 }
@@ -313,8 +302,8 @@ func (t *tail) attachAfterSeq(w *Watcher, q uint64, sent events.Revision) bool {
 	if t.floorSeq > q {
 		return false
 	}
-	w.goLive(t.ring.collect(t.ring.afterSeq(q), func(ev *events.Event) bool {
-		return ev.Revision > sent && w.req.matches(ev)
+	w.goLive(t.ring.collect(t.ring.afterSeq(q), func(rec *record) bool {
+		return rec.rev > sent && w.req.matches(rec.key)
 	}))
 	t.addLocked(w)
 	return true

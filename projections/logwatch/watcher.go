@@ -21,7 +21,7 @@ type Watcher struct {
 	done   chan struct{} // the goroutine has exited
 
 	mu       sync.Mutex
-	queue    []*events.Event // live events waiting, from qhead on
+	queue    []*record // live events waiting, from qhead on
 	qhead    int
 	inflight bool            // an event is popped but not yet received
 	lastSent events.Revision // revision of the last event received (From before)
@@ -103,7 +103,7 @@ func (w *Watcher) fail(err error) {
 
 // goLive attaches w to the fan-out with replay queued first. Called with
 // the tail's lock held, before w is in its index.
-func (w *Watcher) goLive(replay []*events.Event) {
+func (w *Watcher) goLive(replay []*record) {
 	w.mu.Lock()
 	w.queue, w.qhead, w.live = replay, 0, true
 	w.mu.Unlock()
@@ -121,8 +121,8 @@ func (w *Watcher) signal() {
 
 // push queues a live event; called by the tail with its lock held, so it
 // never blocks. A full queue ends the watcher with ErrSlow.
-func (w *Watcher) push(ev *events.Event) {
-	if ev.Revision <= w.req.From {
+func (w *Watcher) push(rec *record) {
+	if rec.rev <= w.req.From {
 		return
 	}
 	w.mu.Lock()
@@ -134,10 +134,10 @@ func (w *Watcher) push(ev *events.Event) {
 		w.ended, w.err, w.queue = true, ErrSlow, nil
 		w.mu.Unlock()
 		w.cancel()
-		w.hub.log.Warn("logwatch: slow watcher ended", "stream", w.t.name, "watch", w.req.indexKey(), "revision", ev.Revision)
+		w.hub.log.Warn("logwatch: slow watcher ended", "stream", w.t.name, "watch", w.req.indexKey(), "revision", rec.rev)
 		return
 	}
-	w.queue = append(w.queue, ev)
+	w.queue = append(w.queue, rec)
 	w.mu.Unlock()
 	w.signal()
 }
@@ -163,13 +163,20 @@ func (w *Watcher) pump() {
 				return
 			}
 		}
-		ev := w.queue[w.qhead]
+		rec := w.queue[w.qhead]
 		w.queue[w.qhead] = nil
 		w.qhead++
-		skip := ev.Revision <= w.lastSent
+		skip := rec.rev <= w.lastSent
 		w.inflight = !skip
 		w.mu.Unlock()
 		if skip {
+			continue
+		}
+		ev := rec.event(w.hub.log, w.t.name)
+		if ev == nil {
+			w.mu.Lock()
+			w.inflight = false
+			w.mu.Unlock()
 			continue
 		}
 		if !w.send(ev) {
