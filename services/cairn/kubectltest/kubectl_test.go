@@ -214,6 +214,17 @@ func testDryRun(t *testing.T, c *cluster, files manifests) {
 	if got := c.OK(t, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != "nginx:1.26" {
 		t.Errorf("image after dry runs = %q, want nginx:1.26 (dry runs must not store)", got)
 	}
+	if got := strings.TrimSpace(c.OK(t, "create", "configmap", "dry-cm", "--from-literal=a=b", "--dry-run=server")); got != "configmap/dry-cm created (server dry run)" {
+		t.Errorf("create --dry-run=server = %q", got)
+	}
+	if r := c.Run(t, "get", "configmap", "dry-cm"); r.Err == nil || !strings.Contains(r.Stderr, "NotFound") {
+		t.Errorf("a dry-run create stored its object: %s", r)
+	}
+	// As against Kubernetes, a dry-run create of a name that is taken fails.
+	r = c.Run(t, "create", "--dry-run=server", "-f", files["pod.yaml"])
+	if want := `Error from server (AlreadyExists): error when creating "` + files["pod.yaml"] + `": pods "box" already exists`; r.Err == nil || strings.TrimSpace(r.Stderr) != want {
+		t.Errorf("create --dry-run=server of an existing pod: want %q; %s", want, r)
+	}
 }
 
 // lines splits output into non-empty lines.
