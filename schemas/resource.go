@@ -31,6 +31,9 @@ type Resource struct {
 	// Subresources served besides the main resource: "status", "scale",
 	// "binding".
 	Subresources []string
+	// Verbs the resource serves, as discovery lists them; nil means every
+	// verb of a stored resource.
+	Verbs []string
 
 	New     func() Object
 	NewList func() runtime.Object

@@ -13,6 +13,13 @@ import (
 // Verbs of a served resource, as Kubernetes lists them.
 var resourceVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
+func verbsOf(r *schemas.Resource) metav1.Verbs {
+	if r.Verbs != nil {
+		return r.Verbs
+	}
+	return resourceVerbs
+}
+
 // Subresource describes a served subresource: the kind it reads and
 // writes and the verbs it accepts.
 type Subresource struct {
@@ -119,7 +126,7 @@ func resourceList(gv schema.GroupVersion, rs []*schemas.Resource) *metav1.APIRes
 			SingularName: r.Singular,
 			Namespaced:   r.Namespaced,
 			Kind:         r.Kind,
-			Verbs:        resourceVerbs,
+			Verbs:        verbsOf(r),
 			ShortNames:   r.ShortNames,
 			Categories:   r.Categories,
 		})
@@ -175,7 +182,7 @@ func resourceDiscovery(r *schemas.Resource) apidiscoveryv2.APIResourceDiscovery 
 		ResponseKind:     &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 		Scope:            scope,
 		SingularResource: r.Singular,
-		Verbs:            resourceVerbs,
+		Verbs:            verbsOf(r),
 		ShortNames:       r.ShortNames,
 		Categories:       r.Categories,
 	}
