@@ -105,7 +105,8 @@ type Authorizer interface {
 //     workloads, pods, bindings, events and leases;
 //   - nodes (group system:nodes) may read what their pods need, write their
 //     Node, their pods' status, leases and events, and delete pods;
-//   - everyone authenticated may read discovery, OpenAPI, health and version.
+//   - everyone authenticated may read discovery, OpenAPI, health and version,
+//     and ask who they are and what they may do (the self reviews).
 type DefaultAuthorizer struct{}
 
 var _ Authorizer = DefaultAuthorizer{}
@@ -120,6 +121,9 @@ func (DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, strin
 	if a.Resource == "" {
 		// Non-resource paths: discovery, openapi, health, version, metrics.
 		return a.User.User != UserAnonymous || publicPath(a.Path), ""
+	}
+	if a.Verb == "create" && isSelfReview(a.APIGroup, a.Resource) {
+		return a.User.User != UserAnonymous, ""
 	}
 	switch {
 	case a.User.User == UserControllers, a.User.User == UserScheduler:

@@ -137,6 +137,7 @@ func (s *Server) routes() {
 		s.mux.Handle("/api", s.cfg.Discovery)
 		s.mux.Handle("/apis", s.cfg.Discovery)
 	}
+	s.handleReviews()
 	s.mux.HandleFunc("/api/", s.serveAPI)
 	s.mux.HandleFunc("/apis/", s.serveAPI)
 }

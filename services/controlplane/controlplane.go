@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -153,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Hub:              cp.Hub,
 		Authenticator:    cfg.Authenticator,
 		Admission:        cfg.Admission,
-		Discovery:        discovery.Handler(cp.Registry.All()),
+		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,
 		Metrics:          cp.Metrics,
 		Ready:            cp.ready,

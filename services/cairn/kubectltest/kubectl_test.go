@@ -133,6 +133,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("label and annotate", func(t *testing.T) { testLabelAnnotate(t, c) })
 	t.Run("explain", func(t *testing.T) { testExplain(t, c) })
 	t.Run("api-resources", func(t *testing.T) { testAPIResources(t, c) })
+	t.Run("auth", func(t *testing.T) { testAuth(t, c) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, c, files) })
 	owner := t
 	t.Run("restart", func(t *testing.T) {
@@ -695,6 +696,17 @@ func testExplain(t *testing.T, c *cluster) {
 	})
 }
 
+// testAuth asks who the kubeconfig's user is and what it may do, through
+// the self reviews.
+func testAuth(t *testing.T, c *cluster) {
+	if got := strings.TrimSpace(c.OK(t, "auth", "can-i", "delete", "deployments")); got != "yes" {
+		t.Errorf("auth can-i delete deployments = %q, want yes", got)
+	}
+	if got := c.OK(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); got != `cairn-admin ["system:masters","system:authenticated"]` {
+		t.Errorf("auth whoami = %q", got)
+	}
+}
+
 func testAPIResources(t *testing.T, c *cluster) {
 	out := c.OK(t, "api-resources")
 	header, rows := table(t, out)
@@ -707,6 +719,7 @@ func testAPIResources(t *testing.T, c *cluster) {
 		{"secrets", "v1", "true", "Secret"},
 		{"namespaces", "ns", "v1", "false", "Namespace"},
 		{"deployments", "deploy", "apps/v1", "true", "Deployment"},
+		{"selfsubjectaccessreviews", "authorization.k8s.io/v1", "false", "SelfSubjectAccessReview"},
 	}
 	for _, w := range want {
 		if !slices.ContainsFunc(rows, func(r []string) bool { return slices.Equal(r, w) }) {
