@@ -99,56 +99,129 @@ type Authorizer interface {
 }
 
 // DefaultAuthorizer is cairn's built-in policy, the subset of kube's default
-// RBAC roles that its own components need:
+// RBAC roles that its own components need, as rules (defaultPolicy):
 //   - system:masters may do anything;
-//   - the controller manager and the scheduler may read everything and write
-//     workloads, pods, bindings, events and leases;
-//   - nodes (group system:nodes) may read what their pods need, write their
-//     Node, their pods' status, leases and events, and delete pods;
-//   - everyone authenticated may read discovery, OpenAPI, health and version,
-//     and ask who they are and what they may do (the self reviews).
+//   - the controller manager and the scheduler may do anything to API
+//     objects;
+//   - nodes (group system:nodes) may read everything, write Nodes, Events,
+//     Leases and pods' status, and create and delete pods;
+//   - everyone authenticated may read discovery, OpenAPI, health, version
+//     and metrics, and ask who they are and what they may do (the self
+//     reviews);
+//   - anyone may read health and version.
 type DefaultAuthorizer struct{}
 
-var _ Authorizer = DefaultAuthorizer{}
+var (
+	_ Authorizer = DefaultAuthorizer{}
+	_ RuleLister = DefaultAuthorizer{}
+)
 
-var readVerbs = map[string]bool{"get": true, "list": true, "watch": true}
+// PolicyRule grants verbs on API resources, or on non-resource URLs, as an
+// RBAC PolicyRule does; "*" matches anything.
+type PolicyRule struct {
+	Verbs     []string
+	APIGroups []string
+	// Resources are "pods", "pods/status", "pods/*" (every subresource of
+	// pods) or "*" (every resource and subresource).
+	Resources []string
+	// NonResourceURLs are paths; a trailing "*" matches a prefix.
+	NonResourceURLs []string
+}
+
+// grant gives rules to users and to the members of groups.
+type grant struct {
+	Users, Groups []string
+	Rules         []PolicyRule
+}
+
+// RuleLister is an Authorizer that can list what a user may do; it
+// answers SelfSubjectRulesReview (kubectl auth can-i --list).
+type RuleLister interface {
+	RulesFor(u User) []PolicyRule
+}
+
+// GroupUnauthenticated is the group of requests without credentials.
+const GroupUnauthenticated = "system:unauthenticated"
+
+var (
+	anything    = []string{"*"}
+	publicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
+)
+
+// defaultPolicy is DefaultAuthorizer's policy.
+var defaultPolicy = []grant{
+	{Groups: []string{GroupMasters}, Rules: []PolicyRule{
+		{Verbs: anything, APIGroups: anything, Resources: anything},
+		{Verbs: anything, NonResourceURLs: anything},
+	}},
+	{Users: []string{UserControllers, UserScheduler}, Rules: []PolicyRule{
+		{Verbs: anything, APIGroups: anything, Resources: anything},
+	}},
+	{Groups: []string{GroupNodes}, Rules: []PolicyRule{
+		{Verbs: []string{"get", "list", "watch"}, APIGroups: anything, Resources: anything},
+		{Verbs: anything, APIGroups: anything, Resources: []string{"nodes", "nodes/*", "events", "events/*", "leases", "leases/*", "pods/status"}},
+		{Verbs: []string{"create", "delete"}, APIGroups: anything, Resources: []string{"pods", "pods/*"}},
+	}},
+	{Groups: []string{GroupAuthenticated}, Rules: []PolicyRule{
+		{Verbs: anything, NonResourceURLs: anything},
+		{Verbs: []string{"create"}, APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
+		{Verbs: []string{"create"}, APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}},
+	}},
+	{Groups: []string{GroupUnauthenticated, GroupAuthenticated}, Rules: []PolicyRule{
+		{Verbs: anything, NonResourceURLs: publicPaths},
+	}},
+}
 
 // Authorize implements Authorizer.
-func (DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
-	if slices.Contains(a.User.Groups, GroupMasters) {
-		return true, ""
-	}
-	if a.Resource == "" {
-		// Non-resource paths: discovery, openapi, health, version, metrics.
-		return a.User.User != UserAnonymous || publicPath(a.Path), ""
-	}
-	if a.Verb == "create" && isSelfReview(a.APIGroup, a.Resource) {
-		return a.User.User != UserAnonymous, ""
-	}
-	switch {
-	case a.User.User == UserControllers, a.User.User == UserScheduler:
-		return true, ""
-	case slices.Contains(a.User.Groups, GroupNodes):
-		if readVerbs[a.Verb] {
+func (d DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
+	for _, r := range d.RulesFor(a.User) {
+		if r.allows(a) {
 			return true, ""
-		}
-		switch a.Resource {
-		case "nodes", "events", "leases":
-			return true, ""
-		case "pods":
-			return a.Subresource == "status" || a.Verb == "delete" || a.Verb == "create", ""
 		}
 	}
 	return false, ""
 }
 
-func publicPath(p string) bool {
-	switch p {
-	case "/healthz", "/livez", "/readyz", "/version", "/version/":
-		return true
+// RulesFor implements RuleLister: the rules of every grant u falls under.
+func (DefaultAuthorizer) RulesFor(u User) []PolicyRule {
+	var out []PolicyRule
+	for _, g := range defaultPolicy {
+		if slices.Contains(g.Users, u.User) || slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(u.Groups, grp) }) {
+			out = append(out, g.Rules...)
+		}
 	}
-	return false
+	return out
 }
+
+func (r PolicyRule) allows(a Attributes) bool {
+	if !matchesAny(r.Verbs, a.Verb) {
+		return false
+	}
+	if a.Resource == "" {
+		return slices.ContainsFunc(r.NonResourceURLs, func(u string) bool {
+			if p, ok := strings.CutSuffix(u, "*"); ok {
+				return strings.HasPrefix(a.Path, p)
+			}
+			return u == a.Path
+		})
+	}
+	if !matchesAny(r.APIGroups, a.APIGroup) {
+		return false
+	}
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	return slices.ContainsFunc(r.Resources, func(rr string) bool {
+		return rr == "*" || rr == res || a.Subresource != "" && rr == a.Resource+"/*"
+	})
+}
+
+func matchesAny(rule []string, v string) bool {
+	return slices.Contains(rule, "*") || slices.Contains(rule, v)
+}
+
+func publicPath(p string) bool { return slices.Contains(publicPaths, p) }
 
 type ctxKey int
 

@@ -44,6 +44,13 @@ func TestDefaultAuthorizer(t *testing.T) {
 		{"review in another group is a resource like any", res(alice, "create", "example.com", "selfsubjectreviews", ""), false},
 		{"anonymous health", path(anonymous, "get", "/healthz"), true},
 		{"anonymous version", path(anonymous, "get", "/version"), true},
+		{"anonymous head", path(anonymous, "head", "/readyz"), true},
+		{"user reads metrics", path(alice, "get", "/metrics"), true},
+		{"controller manager reads metrics", path(controller, "get", "/metrics"), true},
+		{"user asks what rules it has", res(alice, "create", "authorization.k8s.io", "selfsubjectrulesreviews", ""), true},
+		{"node binds", res(node, "create", "", "pods", "binding"), true},
+		{"node reads logs", res(node, "get", "", "pods", "log"), true},
+		{"node creates any pod subresource", res(node, "create", "", "pods", "exec"), true},
 		{"anonymous discovery", path(anonymous, "get", "/api"), false},
 		{"anonymous review", res(anonymous, "create", "authentication.k8s.io", "selfsubjectreviews", ""), false},
 	}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"net/http"
-	"slices"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -12,9 +11,10 @@ import (
 )
 
 // The self reviews: kube-apiserver's create-only resources that tell the
-// requesting user who they are (SelfSubjectReview, `kubectl auth whoami`)
-// and whether they may do something (SelfSubjectAccessReview, `kubectl auth
-// can-i`). They are answered from the request alone and never stored, so
+// requesting user who they are (SelfSubjectReview, `kubectl auth whoami`),
+// whether they may do something (SelfSubjectAccessReview, `kubectl auth
+// can-i`) and everything they may do (SelfSubjectRulesReview, `kubectl auth
+// can-i --list`; complete only with a RuleLister authorizer). They are answered from the request alone and never stored, so
 // they are not in the registry: the apiserver routes them itself and
 // ReviewResources describes them for discovery.
 var (
@@ -22,6 +22,11 @@ var (
 		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "SelfSubjectAccessReview",
 		Plural: "selfsubjectaccessreviews", Singular: "selfsubjectaccessreview", Verbs: []string{"create"},
 		New: func() schemas.Object { return &authorizationv1.SelfSubjectAccessReview{} },
+	}
+	selfRulesReviews = &schemas.Resource{
+		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "SelfSubjectRulesReview",
+		Plural: "selfsubjectrulesreviews", Singular: "selfsubjectrulesreview", Verbs: []string{"create"},
+		New: func() schemas.Object { return &authorizationv1.SelfSubjectRulesReview{} },
 	}
 	selfReviews = &schemas.Resource{
 		GroupVersion: authenticationv1.SchemeGroupVersion, Kind: "SelfSubjectReview",
@@ -32,15 +37,7 @@ var (
 
 // ReviewResources are the self reviews the apiserver serves, for discovery.
 func ReviewResources() []*schemas.Resource {
-	return []*schemas.Resource{selfAccessReviews, selfReviews}
-}
-
-// isSelfReview reports whether a group and resource are a self review,
-// which every authenticated user may create (kube's system:basic-user).
-func isSelfReview(group, resource string) bool {
-	return slices.ContainsFunc(ReviewResources(), func(r *schemas.Resource) bool {
-		return r.GroupVersion.Group == group && r.Plural == resource
-	})
+	return []*schemas.Resource{selfAccessReviews, selfRulesReviews, selfReviews}
 }
 
 func (s *Server) handleReviews() {
@@ -82,11 +79,30 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request, res *schema
 		}
 		allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs)
 		review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
+	case *authorizationv1.SelfSubjectRulesReview:
+		review.Status = s.rulesOf(u)
 	case *authenticationv1.SelfSubjectReview:
 		review.Status.UserInfo = authenticationv1.UserInfo{Username: u.User, Groups: u.Groups}
 	}
 	q := &request{r: r, w: w, res: res, out: out}
 	s.respondObject(q, http.StatusCreated, obj)
+}
+
+// rulesOf is what u may do, if the authorizer can list it.
+func (s *Server) rulesOf(u User) authorizationv1.SubjectRulesReviewStatus {
+	lister, ok := s.cfg.Authorizer.(RuleLister)
+	if !ok {
+		return authorizationv1.SubjectRulesReviewStatus{Incomplete: true, EvaluationError: "the authorizer does not list its rules"}
+	}
+	st := authorizationv1.SubjectRulesReviewStatus{ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
+	for _, r := range lister.RulesFor(u) {
+		if len(r.NonResourceURLs) > 0 {
+			st.NonResourceRules = append(st.NonResourceRules, authorizationv1.NonResourceRule{Verbs: r.Verbs, NonResourceURLs: r.NonResourceURLs})
+			continue
+		}
+		st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: r.Verbs, APIGroups: r.APIGroups, Resources: r.Resources})
+	}
+	return st
 }
 
 // validateSelfAccessReview is kube's validation of the spec: exactly one of

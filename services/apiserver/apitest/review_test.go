@@ -17,10 +17,10 @@ import (
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
-// TestSelfReviews: SelfSubjectAccessReview and SelfSubjectReview, what
-// `kubectl auth can-i` and `kubectl auth whoami` ask, answered by the
-// authorizer for the requesting user through client-go, listed in
-// discovery, create-only, and never stored.
+// TestSelfReviews: SelfSubjectAccessReview, SelfSubjectRulesReview and
+// SelfSubjectReview, what `kubectl auth can-i [--list]` and `kubectl auth
+// whoami` ask, answered by the authorizer for the requesting user through
+// client-go, listed in discovery, create-only, and never stored.
 func TestSelfReviews(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := ctxFor(t, 30*time.Second)
@@ -74,6 +74,19 @@ func TestSelfReviews(t *testing.T) {
 	if u := who.Status.UserInfo; u.Username != "alice" || !slices.Contains(u.Groups, apiserver.GroupAuthenticated) {
 		t.Errorf("self review of alice: %+v", u)
 	}
+	rules, err := client(controlplanetest.SchedulerToken).AuthorizationV1().SelfSubjectRulesReviews().Create(ctx,
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("self rules review: %v", err)
+	}
+	st := rules.Status
+	if st.Incomplete || !slices.ContainsFunc(st.ResourceRules, func(r authorizationv1.ResourceRule) bool {
+		return slices.Equal(r.Verbs, []string{"*"}) && slices.Equal(r.Resources, []string{"*"})
+	}) || !slices.ContainsFunc(st.NonResourceRules, func(r authorizationv1.NonResourceRule) bool {
+		return slices.Contains(r.NonResourceURLs, "*")
+	}) {
+		t.Errorf("rules of the scheduler: %+v", st)
+	}
 	requireNothingWritten(t, env, before)
 
 	t.Run("bad input", func(t *testing.T) {
@@ -107,7 +120,7 @@ func TestSelfReviews(t *testing.T) {
 
 	t.Run("discovery", func(t *testing.T) {
 		for gv, name := range map[string]string{
-			"authorization.k8s.io/v1":  "selfsubjectaccessreviews",
+			"authorization.k8s.io/v1":  "selfsubjectrulesreviews",
 			"authentication.k8s.io/v1": "selfsubjectreviews",
 		} {
 			l, err := env.Client.Discovery().ServerResourcesForGroupVersion(gv)

@@ -705,6 +705,14 @@ func testAuth(t *testing.T, c *cluster) {
 	if got := c.OK(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"); got != `cairn-admin ["system:masters","system:authenticated"]` {
 		t.Errorf("auth whoami = %q", got)
 	}
+	// The admin's rules include everything on every resource and path.
+	out := c.OK(t, "auth", "can-i", "--list")
+	header, rows := table(t, out)
+	if !slices.Equal(header, []string{"Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"}) ||
+		!slices.ContainsFunc(rows, func(r []string) bool { return slices.Equal(r, []string{"*.*", "[]", "[]", "[*]"}) }) ||
+		!slices.ContainsFunc(rows, func(r []string) bool { return slices.Equal(r, []string{"[*]", "[]", "[*]"}) }) {
+		t.Errorf("auth can-i --list:\n%s", out)
+	}
 }
 
 func testAPIResources(t *testing.T, c *cluster) {
