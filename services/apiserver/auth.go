@@ -173,9 +173,9 @@ var defaultPolicy = []grant{
 }
 
 // Authorize implements Authorizer.
-func (d DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
-	for _, r := range d.RulesFor(a.User) {
-		if r.allows(a) {
+func (DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
+	for _, g := range defaultPolicy {
+		if g.covers(a.User) && slices.ContainsFunc(g.Rules, func(r PolicyRule) bool { return r.allows(a) }) {
 			return true, ""
 		}
 	}
@@ -186,11 +186,15 @@ func (d DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, str
 func (DefaultAuthorizer) RulesFor(u User) []PolicyRule {
 	var out []PolicyRule
 	for _, g := range defaultPolicy {
-		if slices.Contains(g.Users, u.User) || slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(u.Groups, grp) }) {
+		if g.covers(u) {
 			out = append(out, g.Rules...)
 		}
 	}
 	return out
+}
+
+func (g grant) covers(u User) bool {
+	return slices.Contains(g.Users, u.User) || slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(u.Groups, grp) })
 }
 
 func (r PolicyRule) allows(a Attributes) bool {
