@@ -47,7 +47,11 @@
 // absent owners are remembered (as kube's absentOwnerCache). Deletes carry
 // the dependent's UID and resourceVersion as preconditions, and reference
 // removals are read-modify-write updates, so a change the cache has not
-// seen yet makes the write fail and the key is retried.
+// seen yet makes the write fail and the key is retried. Before deciding
+// that a dependent of a foreground deletion has no dependents of its own
+// (and can go in the background), the collector waits until every cache
+// holds what the log holds (WaitForLog): each cache follows one resource
+// and may lag the one whose event queued the dependent.
 //
 // # Causation
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,6 +132,12 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav
 	if o, err = c.classify(ctx, obj); err != nil {
 		return err
 	}
+	subtree := false
+	if len(o.solid) == 0 && len(o.waiting) > 0 {
+		if subtree, err = c.hasDependentsNow(ctx, obj.GetUID()); err != nil {
+			return err
+		}
+	}
 	switch {
 	case len(o.solid) > 0:
 		if len(o.dangling) == 0 && len(o.waiting) == 0 {
@@ -141,7 +148,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav
 			drop[ref.UID] = true
 		}
 		return c.removeRefs(ctx, r, obj, drop)
-	case len(o.waiting) > 0 && c.hasDependents(obj.GetUID()):
+	case subtree:
 		// Its own dependents must go first: delete it in the foreground
 		// too, so the waiting owner waits for the whole subtree.
 		return c.deleteObject(ctx, r, obj, metav1.DeletePropagationForeground)
@@ -208,14 +215,25 @@ func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner me
 	return c.removeFinalizer(ctx, r, owner, metav1.FinalizerOrphanDependents)
 }
 
-// hasDependents: some cached object has a reference to uid.
-func (c *Controller) hasDependents(uid types.UID) bool {
+// hasDependentsNow reports whether some object has a reference to uid,
+// once every cache holds what the log holds now. Each cache follows its
+// own resource and may lag the one whose event started this reconcile: a
+// dependent created just before its owner's owner was deleted in the
+// foreground must be seen, or its subtree would go in the background.
+func (c *Controller) hasDependentsNow(ctx context.Context, uid types.UID) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	for _, r := range c.resources {
-		if len(r.cache.ByIndex(IndexOwnerUID, string(uid))) > 0 {
-			return true
+		if err := r.cache.WaitForLog(ctx); err != nil {
+			return false, fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
 		}
 	}
-	return false
+	for _, r := range c.resources {
+		if len(r.cache.ByIndex(IndexOwnerUID, string(uid))) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // deleteObject deletes obj as last read: the UID and resourceVersion
