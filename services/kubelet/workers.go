@@ -57,13 +57,12 @@ func newWorkers(k *Kubelet) *workers {
 // changes other than the kubelet's own status writes) and kicks the
 // pod's worker, starting one if needed.
 func (ws *workers) update(pod, old *corev1.Pod, ev *events.Event) {
-	w := ws.get(pod.UID, pod.Namespace, pod.Name)
+	var cause *consumer.Cause
 	if ev != nil && (old == nil || !sameStatusOnly(old, pod)) {
-		w.mu.Lock()
-		w.cause = consumer.CauseOf(ev)
-		w.mu.Unlock()
+		c := consumer.CauseOf(ev)
+		cause = &c
 	}
-	w.poke()
+	ws.get(pod.UID, pod.Namespace, pod.Name, cause).poke()
 }
 
 // sameStatusOnly reports whether only the status (and resourceVersion)
@@ -74,15 +73,25 @@ func sameStatusOnly(old, pod *corev1.Pod) bool {
 		apiequality.Semantic.DeepEqual(old.Spec, pod.Spec)
 }
 
-// get returns the worker of uid, starting it if needed.
-func (ws *workers) get(uid types.UID, namespace, name string) *worker {
+// get returns the worker of uid, starting it if needed. cause, if not nil,
+// becomes the worker's cause; a new worker has it before it starts, so its
+// first write already carries it.
+func (ws *workers) get(uid types.UID, namespace, name string, cause *consumer.Cause) *worker {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w, ok := ws.byUID[uid]; ok {
+		if cause != nil {
+			w.mu.Lock()
+			w.cause = *cause
+			w.mu.Unlock()
+		}
 		return w
 	}
 	w := &worker{uid: uid, namespace: namespace, name: name, kick: make(chan struct{}, 1),
 		waiting: map[string]corev1.ContainerStateWaiting{}}
+	if cause != nil {
+		w.cause = *cause
+	}
 	ws.byUID[uid] = w
 	if ws.ctx == nil {
 		ws.pending = append(ws.pending, w)
@@ -167,7 +176,7 @@ func (ws *workers) loop(ctx context.Context, w *worker) {
 			select {
 			case <-w.kick:
 				if p, ok := k.pods.Get(w.namespace, w.name); ok && p.UID == w.uid {
-					ws.get(w.uid, w.namespace, w.name).poke()
+					ws.get(w.uid, w.namespace, w.name, nil).poke()
 				}
 			default:
 			}
@@ -228,7 +237,7 @@ func (k *Kubelet) kickOrAdopt(uid types.UID, ps *container.PodStatus) {
 		k.workers.kickUID(uid)
 		return
 	}
-	k.workers.get(uid, ps.Namespace, ps.Name).poke()
+	k.workers.get(uid, ps.Namespace, ps.Name, nil).poke()
 }
 
 // signature summarises a pod's runtime state: any change of a sandbox or
