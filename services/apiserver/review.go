@@ -14,9 +14,10 @@ import (
 // requesting user who they are (SelfSubjectReview, `kubectl auth whoami`),
 // whether they may do something (SelfSubjectAccessReview, `kubectl auth
 // can-i`) and everything they may do (SelfSubjectRulesReview, `kubectl auth
-// can-i --list`; complete only with a RuleLister authorizer). They are answered from the request alone and never stored, so
-// they are not in the registry: the apiserver routes them itself and
-// ReviewResources describes them for discovery.
+// can-i --list`; complete only with a RuleLister authorizer). They are
+// answered from the request alone and never stored, so they are not in the
+// registry: the apiserver routes them itself and ReviewResources describes
+// them for discovery.
 var (
 	selfAccessReviews = &schemas.Resource{
 		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "SelfSubjectAccessReview",
