@@ -197,8 +197,6 @@ func (p *PKI) KubeletClientTLSConfig() *tls.Config {
 	}
 }
 
-// loadOrCreateCA reads ca.crt and ca.key, or creates both when ca.crt does
-// not exist. ca.crt is written last, so it marks a complete CA.
 // ClientIdentity is who a verified TLS client certificate says its
 // holder is, as Kubernetes reads it: the common name is the user, the
 // organizations are the groups. ok is false when the server verified no
@@ -212,6 +210,8 @@ func ClientIdentity(cs *tls.ConnectionState) (user string, groups []string, ok b
 	return c.Subject.CommonName, slices.Clone(c.Subject.Organization), true
 }
 
+// loadOrCreateCA reads ca.crt and ca.key, or creates both when ca.crt does
+// not exist. ca.crt is written last, so it marks a complete CA.
 func (p *PKI) loadOrCreateCA() error {
 	certPath := filepath.Join(p.Dir, CACertFile)
 	keyPath := filepath.Join(p.Dir, CAKeyFile)
