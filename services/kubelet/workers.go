@@ -79,24 +79,24 @@ func sameStatusOnly(old, pod *corev1.Pod) bool {
 func (ws *workers) get(uid types.UID, namespace, name string, cause *consumer.Cause) *worker {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if w, ok := ws.byUID[uid]; ok {
-		if cause != nil {
-			w.mu.Lock()
-			w.cause = *cause
-			w.mu.Unlock()
-		}
-		return w
+	w, ok := ws.byUID[uid]
+	if !ok {
+		w = &worker{uid: uid, namespace: namespace, name: name, kick: make(chan struct{}, 1),
+			waiting: map[string]corev1.ContainerStateWaiting{}}
+		ws.byUID[uid] = w
 	}
-	w := &worker{uid: uid, namespace: namespace, name: name, kick: make(chan struct{}, 1),
-		waiting: map[string]corev1.ContainerStateWaiting{}}
 	if cause != nil {
+		w.mu.Lock()
 		w.cause = *cause
+		w.mu.Unlock()
 	}
-	ws.byUID[uid] = w
-	if ws.ctx == nil {
-		ws.pending = append(ws.pending, w)
-	} else {
-		ws.start(w)
+	if !ok {
+		// Started only now, with its cause.
+		if ws.ctx == nil {
+			ws.pending = append(ws.pending, w)
+		} else {
+			ws.start(w)
+		}
 	}
 	return w
 }
