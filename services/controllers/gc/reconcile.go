@@ -227,8 +227,6 @@ func (c *Controller) hasDependentsNow(ctx context.Context, uid types.UID) (bool,
 		if err := r.cache.WaitForLog(ctx); err != nil {
 			return false, fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
 		}
-	}
-	for _, r := range c.resources {
 		if len(r.cache.ByIndex(IndexOwnerUID, string(uid))) > 0 {
 			return true, nil
 		}
