@@ -179,8 +179,16 @@ func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (
 		e.Type = Modified
 		raw = ev.Kv.Value
 	}
-	if err := fillObject(e, raw); err != nil {
+	controller, err := fillObject(e, raw)
+	if err != nil {
 		return nil, fmt.Errorf("events: revision %d key %s: %w", rev, key, err)
+	}
+	// A change may move the object to another controller; only the
+	// apiserver, which has the previous state, can tell (WriteMeta.Moved).
+	// Where it cannot, the event goes out on Empty, which every partition's
+	// consumers receive.
+	if e.Type != Modified || meta != nil && owner && !meta.Moved {
+		e.Partition = Partition(namespace, controller)
 	}
 	m := &outMsg{stream: Stream, key: key, ev: e}
 	if IsLease(group, resource) {
@@ -221,20 +229,21 @@ func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (
 }
 
 // fillObject sets Object (with metadata.resourceVersion = Revision), Kind,
-// Version, UID and, for pods, NodeName from the stored JSON. A value that is
-// not a JSON object is carried as JSON null.
-func fillObject(e *Event, raw []byte) error {
+// Version, UID and, for pods, NodeName from the stored JSON, and returns
+// the name of the object's controller owner. A value that is not a JSON
+// object is carried as JSON null.
+func fillObject(e *Event, raw []byte) (controller string, err error) {
 	if len(raw) == 0 {
 		e.Object = json.RawMessage("null")
-		return nil
+		return "", nil
 	}
-	if fillObjectFast(e, raw) {
-		return nil
+	if controller, ok := fillObjectFast(e, raw); ok {
+		return controller, nil
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		e.Object = json.RawMessage("null")
-		return nil
+		return "", nil
 	}
 	var apiVersion string
 	_ = json.Unmarshal(top["apiVersion"], &apiVersion)
@@ -251,6 +260,8 @@ func fillObject(e *Event, raw []byte) error {
 		}
 	}
 	_ = json.Unmarshal(md["uid"], &e.UID)
+	var refs ownerRefs
+	_ = json.Unmarshal(md["ownerReferences"], &refs)
 	if e.Group == "" && e.Resource == "pods" {
 		var spec struct {
 			NodeName string `json:"nodeName"`
@@ -262,15 +273,31 @@ func fillObject(e *Event, raw []byte) error {
 	md["resourceVersion"] = rv
 	b, err := json.Marshal(md)
 	if err != nil {
-		return fmt.Errorf("encode metadata: %w", err)
+		return "", fmt.Errorf("encode metadata: %w", err)
 	}
 	top["metadata"] = b
 	obj, err := json.Marshal(top)
 	if err != nil {
-		return fmt.Errorf("encode object: %w", err)
+		return "", fmt.Errorf("encode object: %w", err)
 	}
 	e.Object = obj
-	return nil
+	return refs.controller(), nil
+}
+
+// ownerRefs is what the publisher reads of metadata.ownerReferences.
+type ownerRefs []struct {
+	Name       string `json:"name"`
+	Controller *bool  `json:"controller"`
+}
+
+// controller is the name of the controller owner, "" if none.
+func (r ownerRefs) controller() string {
+	for _, ref := range r {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.Name
+		}
+	}
+	return ""
 }
 
 // objectHead is what the publisher reads of a stored object.
@@ -278,8 +305,9 @@ type objectHead struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
+		UID             string    `json:"uid"`
+		ResourceVersion string    `json:"resourceVersion"`
+		OwnerReferences ownerRefs `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec struct {
 		NodeName string `json:"nodeName"`
@@ -293,16 +321,16 @@ var metadataOpen = []byte(`"metadata":{`)
 // has no resourceVersion. It reads the document once and splices the
 // resourceVersion in, instead of rebuilding it. It reports false (and
 // changes nothing) for anything else.
-func fillObjectFast(e *Event, raw []byte) bool {
+func fillObjectFast(e *Event, raw []byte) (controller string, ok bool) {
 	var h objectHead
 	if codec.Unmarshal(raw, &h) != nil || h.Metadata.ResourceVersion != "" {
-		return false
+		return "", false
 	}
 	i := bytes.Index(raw, metadataOpen)
 	if i < 0 || bytes.IndexByte(raw[1:], '{')+1 < i+len(metadataOpen)-1 {
 		// A nested object opens before "metadata": it may not be the
 		// top-level one.
-		return false
+		return "", false
 	}
 	at := i + len(metadataOpen)
 	rv := `"resourceVersion":"` + e.Revision.String() + `"`
@@ -324,7 +352,7 @@ func fillObjectFast(e *Event, raw []byte) bool {
 	if e.Group == "" && e.Resource == "pods" {
 		e.NodeName = h.Spec.NodeName
 	}
-	return true
+	return h.Metadata.OwnerReferences.controller(), true
 }
 
 var nullObject = []byte(`"object":null`)

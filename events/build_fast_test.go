@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -21,20 +22,33 @@ func TestFillObjectFastMatchesSlow(t *testing.T) {
 		{"has resourceVersion", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","resourceVersion":"7"}}`, false},
 		{"nested object first", `{"spec":{"metadata":{"x":1}},"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}`, false},
 		{"tricky string", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","annotations":{"a":"\"metadata\":{"}}}`, true},
+		{"controlled", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","ownerReferences":[{"name":"other"},{"name":"rs-1","controller":true}]}}`, true},
+		{"controlled, slow", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","resourceVersion":"3","ownerReferences":[{"name":"rs-1","controller":true}]}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fast := &Event{Revision: 42, Resource: "pods"}
-			got := fillObjectFast(fast, []byte(tt.raw))
+			fastCtl, got := fillObjectFast(fast, []byte(tt.raw))
 			if got != tt.wantFast {
 				t.Fatalf("fast path taken = %v, want %v", got, tt.wantFast)
 			}
 			slow := &Event{Revision: 42, Resource: "pods"}
-			if err := fillObject(slow, []byte(tt.raw)); err != nil {
+			slowCtl, err := fillObject(slow, []byte(tt.raw))
+			if err != nil {
 				t.Fatal(err)
+			}
+			var want string
+			if strings.Contains(tt.raw, "rs-1") {
+				want = "rs-1"
+			}
+			if slowCtl != want {
+				t.Errorf("controller %q, want %q", slowCtl, want)
 			}
 			if !got {
 				return
+			}
+			if fastCtl != want {
+				t.Errorf("fast path: controller %q, want %q", fastCtl, want)
 			}
 			var a, b any
 			if err := json.Unmarshal(fast.Object, &a); err != nil {

@@ -19,6 +19,8 @@
 //     kind from the object's apiVersion and kind.
 //   - namespace (empty when cluster-scoped), name, uid (metadata.uid).
 //   - nodeName: spec.nodeName of a pod, empty otherwise.
+//   - partition: the subject partition (see Partitions), omitted when
+//     the event has none.
 //   - object: the full object after the change, for DELETED its last state,
 //     with metadata.resourceVersion set to revision.
 //   - verb: the API verb (create, update, patch, delete, ...).
@@ -36,25 +38,57 @@
 // Subjects are an index: they carry what consumers filter on, so JetStream
 // filters on the server and a consumer receives only what it needs:
 //
-//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>
+//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>.<partition>
 //
 // group is "core" for the legacy group; node is the pod's spec.nodeName;
-// every token goes through Token, which turns dots (legal in names and
-// groups) into '~' and the empty string into "_". Examples:
+// partition is the object's controller's partition (below); every token
+// goes through Token, which turns dots (legal in names and groups) into
+// '~' and the empty string into "_". Examples:
 //
-//	cairn.ev.core.pods.node-1.default.web-0      a pod bound to node-1
-//	cairn.ev.core.pods._.default.web-1           a pod not yet scheduled
-//	cairn.ev.apps.deployments._.default.web      a deployment
-//	cairn.ev.core.nodes._._.node-1               a node (cluster-scoped)
+//	cairn.ev.core.pods.node-1.default.web-5d4f-x2k.17  a pod of ReplicaSet web-5d4f, bound to node-1
+//	cairn.ev.core.pods._.default.web-1._                a pod with no controller, not yet scheduled
+//	cairn.ev.apps.deployments._.default.web._           a deployment
+//	cairn.ev.core.nodes._._.node-1._                    a node (cluster-scoped)
 //
-// Filter builds the subscriptions:
+// Filter builds the subscriptions (PartitionFilter for one partition):
 //
-//	kubelet of node-1     cairn.ev.core.pods.node-1.*.*  (Filter("", "pods", "node-1", "", ""))
-//	scheduler             cairn.ev.core.pods._.*.*  and  cairn.ev.core.nodes.*.*.*
-//	deployment controller cairn.ev.apps.deployments.*.*.*  and  cairn.ev.apps.replicasets.*.*.*
-//	one namespace         cairn.ev.*.*.*.<namespace>.*
+//	kubelet of node-1     cairn.ev.core.pods.node-1.*.*.*  (Filter("", "pods", "node-1", "", ""))
+//	scheduler             cairn.ev.core.pods._.*.*.*  and  cairn.ev.core.nodes.*.*.*.*
+//	deployment controller cairn.ev.apps.deployments.*.*.*.*  and  cairn.ev.apps.replicasets.*.*.*.*
+//	one namespace         cairn.ev.*.*.*.<namespace>.*.*
+//	controller-manager replica owning partitions 3 and 17
+//	                      cairn.ev.core.pods.*.*.*.3, ….17 and ….pods.*.*.*._
 //
 // so a kubelet's traffic grows with its own pods, not with the cluster.
+//
+// # Partitions
+//
+// The partition of an object with a controller owner (the ownerReference
+// with controller: true) is Partition(namespace, controller name):
+// KeyHash("<namespace>/<controller>") % Partitions, with Partitions = 32.
+// Every object one controller owns shares that token, so a scaled-out
+// controller manager, whose replicas each own some partitions of the
+// controllers' keys (package events/consumer/shard hashes keys with
+// KeyHash too), receives the pods of its own ReplicaSets only, instead of
+// every pod. An object without a controller has no partition ("_"), and
+// every partition's consumers receive it.
+//
+// A write that changes the controller (adoption, release) moves the object
+// to another partition. Its event must reach the consumers of both, so it
+// goes out on "_": the apiserver, which has the previous state, marks such
+// writes (WriteMeta.Moved). The publisher sends every other update it
+// cannot vouch for on "_" too: the updates of foreign writes (no
+// WriteMeta) and of the objects of a multi-object transaction other than
+// the one WriteMeta names. Creates and deletes cannot move an object and
+// always carry its partition. A consumer that follows some partitions
+// drops an object that arrives on "_" with a controller in another one
+// (events/consumer: Cache.SetPartitions).
+//
+// The partition is in the envelope too (partition, omitted when empty), so
+// Subject can rebuild the subject from a decoded event. Logs written before
+// the partition token existed have seven-token subjects: ParseSubject reads
+// them (with no partition), but the filters Filter builds do not match
+// them.
 //
 // # Streams
 //

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,11 @@ type WriteMeta struct {
 	Time          time.Time `json:"time"`
 	// Key is the etcd key of the object this transaction changes.
 	Key string `json:"key"`
+	// Moved is set when the write changes the object's controller owner
+	// (adoption, release): the event then goes out on partition Empty, so
+	// that the consumers of the old partition see the object leave (see
+	// Partition).
+	Moved bool `json:"moved,omitempty"`
 }
 
 // Event is one committed change to one API object, as published on the log.
@@ -79,6 +85,8 @@ type Event struct {
 	// NodeName is spec.nodeName for pods, empty otherwise; it is part of the
 	// subject so a kubelet can filter on its own node.
 	NodeName string `json:"nodeName,omitempty"`
+	// Partition is the subject partition (see Partition), "" for Empty.
+	Partition string `json:"partition,omitempty"`
 
 	// Object is the full object after the change (its last state for a
 	// delete), with metadata.resourceVersion set to Revision.
@@ -158,7 +166,7 @@ func IsLease(group, resource string) bool {
 
 // Subject is the subject an event is published on:
 //
-//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>
+//	cairn.ev.<group>.<resource>.<node>.<namespace>.<name>.<partition>
 //
 // (cairn.lease.… for leases).
 func (e *Event) Subject() string {
@@ -166,17 +174,44 @@ func (e *Event) Subject() string {
 	if IsLease(e.Group, e.Resource) {
 		prefix = LeaseSubjectPrefix
 	}
-	return prefix + "." + GroupToken(e.Group) + "." + e.Resource + "." + Token(e.NodeName) + "." + Token(e.Namespace) + "." + Token(e.Name)
+	return prefix + "." + GroupToken(e.Group) + "." + e.Resource + "." + Token(e.NodeName) + "." + Token(e.Namespace) + "." + Token(e.Name) + "." + Token(e.Partition)
+}
+
+// Partitions is the number of subject partitions.
+const Partitions = 32
+
+// KeyHash is the hash partitions are computed from (FNV-32a); the
+// consumer runtime's sharder partitions keys with it too, so that a
+// sharder with a divisor of Partitions as its partition count owns whole
+// subject partitions.
+func KeyHash(key string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return h.Sum32()
+}
+
+// Partition is the subject partition of an object in namespace whose
+// controller owner (the ownerReference with controller: true) is named
+// controller: KeyHash("<namespace>/<controller>") % Partitions, as a
+// decimal token. An object without a controller has partition "" (token
+// Empty). Every object a controller owns shares its partition, so a
+// consumer that handles some controllers receives only their objects.
+func Partition(namespace, controller string) string {
+	if controller == "" {
+		return ""
+	}
+	return strconv.Itoa(int(KeyHash(namespace+"/"+controller) % Partitions))
 }
 
 // SubjectKey is what a subject says of its event: every field of the
 // envelope that subjects carry.
 type SubjectKey struct {
-	Group, Resource, NodeName, Namespace, Name string
+	Group, Resource, NodeName, Namespace, Name, Partition string
 }
 
 // ParseSubject reverses Subject; ok is false for a subject outside the
-// scheme.
+// scheme. Subjects written before the partition token existed (seven
+// tokens) parse with an empty Partition.
 func ParseSubject(subject string) (k SubjectKey, ok bool) {
 	rest, ok := strings.CutPrefix(subject, SubjectPrefix+".")
 	if !ok {
@@ -184,31 +219,38 @@ func ParseSubject(subject string) (k SubjectKey, ok bool) {
 			return SubjectKey{}, false
 		}
 	}
-	var t [5]string
+	var t [6]string
 	for i := range 4 {
 		if t[i], rest, ok = strings.Cut(rest, "."); !ok {
 			return SubjectKey{}, false
 		}
 	}
-	if t[4] = rest; strings.Contains(rest, ".") {
+	t[4], t[5], _ = strings.Cut(rest, ".")
+	if strings.Contains(t[5], ".") {
 		return SubjectKey{}, false
 	}
 	if t[0] != "core" {
 		k.Group = Untoken(t[0])
 	}
-	k.Resource, k.NodeName, k.Namespace, k.Name = t[1], Untoken(t[2]), Untoken(t[3]), Untoken(t[4])
+	k.Resource, k.NodeName, k.Namespace, k.Name, k.Partition = t[1], Untoken(t[2]), Untoken(t[3]), Untoken(t[4]), Untoken(t[5])
 	return k, true
 }
 
 // Key is the subject's view of e.
 func (e *Event) Key() SubjectKey {
-	return SubjectKey{Group: e.Group, Resource: e.Resource, NodeName: e.NodeName, Namespace: e.Namespace, Name: e.Name}
+	return SubjectKey{Group: e.Group, Resource: e.Resource, NodeName: e.NodeName, Namespace: e.Namespace, Name: e.Name, Partition: e.Partition}
 }
 
 // Filter builds a subject filter; empty arguments become wildcards.
 // Filter("", "pods", "node-1", "", "") is what a kubelet subscribes to.
 // group is the API group name ("" or "core" for the legacy group).
 func Filter(group, resource, node, namespace, name string) string {
+	return PartitionFilter(group, resource, node, namespace, name, "*")
+}
+
+// PartitionFilter is Filter restricted to one partition token: a number
+// from Partition, Empty for objects without a controller, or "*".
+func PartitionFilter(group, resource, node, namespace, name, partition string) string {
 	wild := func(s string) string {
 		if s == "" {
 			return "*"
@@ -223,5 +265,5 @@ func Filter(group, resource, node, namespace, name string) string {
 	if IsLease(group, resource) {
 		prefix = LeaseSubjectPrefix
 	}
-	return prefix + "." + g + "." + wild(resource) + "." + wild(node) + "." + wild(namespace) + "." + wild(name)
+	return prefix + "." + g + "." + wild(resource) + "." + wild(node) + "." + wild(namespace) + "." + wild(name) + "." + partition
 }

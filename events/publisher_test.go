@@ -155,7 +155,7 @@ func TestPublisherPublishesEveryChange(t *testing.T) {
 	if msg.Header.Get(jetstream.MsgIDHeader) != events.Revision(r2).String() ||
 		msg.Header.Get(events.MsgHeaderRevision) != events.Revision(r2).String() ||
 		msg.Header.Get(events.MsgHeaderType) != string(events.Modified) ||
-		msg.Subject != "cairn.ev.core.pods.node-1.default.web-0" {
+		msg.Subject != "cairn.ev.core.pods.node-1.default.web-0._" {
 		t.Errorf("message 2: subject %s headers %v", msg.Subject, msg.Header)
 	}
 
@@ -411,3 +411,67 @@ func waitEvents(t *testing.T, js jetstream.JetStream, n int) []*events.Event {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPublisherPartitions: a controlled object's events go out on its
+// controller's partition, except a change that may have moved it to
+// another controller: one the apiserver flags (WriteMeta.Moved) and a
+// foreign update, whose previous state nobody compared.
+func TestPublisherPartitions(t *testing.T) {
+	e := newEnv(t)
+	e.startPublisher(t, events.PublisherConfig{})
+	ctx := context.Background()
+	key := events.RegistryKey("", "pods", "ns", "web-1")
+	controlled := object("v1", "Pod", "ns", "web-1", map[string]any{"metadata": map[string]any{
+		"name": "web-1", "namespace": "ns", "ownerReferences": []any{map[string]any{"name": "web", "controller": true}}}})
+	p := events.Partition("ns", "web")
+	moved := meta(key, "update", "rs")
+	moved.Moved = true
+	steps := []struct {
+		name      string
+		obj       string
+		m         *events.WriteMeta
+		partition string
+	}{
+		{"create", controlled, ptr(meta(key, "create", "rs")), p},
+		{"update", controlled, ptr(meta(key, "update", "rs")), p},
+		{"moved", controlled, &moved, ""},
+		{"foreign update", controlled, nil, ""},
+		{"delete", "", ptr(meta(key, "delete", "rs")), p},
+		{"orphan create", pod("ns", "web-1", "", 1), ptr(meta(key, "create", "rs")), ""},
+	}
+	var last int64
+	for _, s := range steps {
+		var err error
+		if s.m == nil {
+			var resp *clientv3.PutResponse
+			resp, err = e.cli.Put(ctx, key, s.obj)
+			if err == nil {
+				last = resp.Header.Revision
+			}
+		} else {
+			last, err = write(ctx, e.cli, key, s.obj, *s.m)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	e.waitPublished(t, last)
+	st, _ := e.js.Stream(ctx, events.Stream)
+	for i, s := range steps {
+		msg, err := st.GetMsg(ctx, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := events.ParseSubject(msg.Subject)
+		var ev events.Event
+		if err := json.Unmarshal(msg.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if k.Partition != s.partition || ev.Partition != s.partition || ev.Subject() != msg.Subject {
+			t.Errorf("%s: subject %s, envelope partition %q; want partition %q", s.name, msg.Subject, ev.Partition, s.partition)
+		}
+	}
+	verifyOK(t, e)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -10,6 +10,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -161,13 +162,25 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	if pod, ok := desired.(*corev1.Pod); ok && q.info.Subresource == "binding" {
 		rev, err = s.commitBinding(q, kv, pod, val)
 	} else {
-		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, s.newWriteMeta(q, q.info.Verb))
+		meta := s.newWriteMeta(q, q.info.Verb)
+		meta.Moved = controllerName(cur) != controllerName(desired)
+		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, meta)
 	}
 	if err != nil {
 		return nil, false, err
 	}
 	desired.SetResourceVersion(rev.String())
 	return desired, true, nil
+}
+
+// controllerName is the name of obj's controller owner, "" if none: the
+// events of an update that changes it go out on no partition (see
+// events.Partition).
+func controllerName(obj metav1.Object) string {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return ref.Name
+	}
+	return ""
 }
 
 // shouldDeleteDuringUpdate: an object being deleted whose last finalizer was

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/apiserver"
@@ -162,5 +164,47 @@ func TestLogEvents(t *testing.T) {
 				t.Errorf("binding event nodeName %q, object %q", ev.NodeName, obj.Spec.NodeName)
 			}
 		})
+	}
+}
+
+// TestLogPartitions: a pod's events carry its controller's partition, and
+// the updates that adopt or release it (which change the controller) carry
+// none, so that the consumers of the partition it leaves see it go.
+func TestLogPartitions(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 30*time.Second)
+	pods := env.Client.CoreV1().Pods("default")
+	mark := settle(t, env)
+	p, err := pods.Create(ctx, labeledPod("adoptee", map[string]string{"app": "a"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := `{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs-a","uid":"u-a","controller":true}]}}`
+	steps := []struct {
+		name, patch string
+	}{
+		{"adopt", ref},
+		{"relabel", `{"metadata":{"labels":{"app":"b"}}}`},
+		{"release", `{"metadata":{"ownerReferences":null}}`},
+		{"adopt again", ref},
+	}
+	for _, s := range steps {
+		if p, err = pods.Patch(ctx, p.Name, types.MergePatchType, []byte(s.patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	part := events.Partition("default", "rs-a")
+	want := []string{"", "", part, "", "", part}
+	var got []string
+	for _, ev := range eventsSince(t, env, mark) {
+		if ev.Resource == "pods" && ev.Name == "adoptee" {
+			got = append(got, ev.Partition)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("partitions of create, adopt, relabel, release, adopt, delete: %q, want %q", got, want)
 	}
 }
