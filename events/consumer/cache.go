@@ -112,6 +112,20 @@ type Cache[T Object] struct {
 	dispatchMu sync.Mutex
 	handlers   []Handler[T]
 
+	// pmu guards want and pgen: the partitions SetPartitions asked for
+	// and how often it was called. kick tells Run to restart the tail.
+	pmu  sync.Mutex
+	want *partitionSet
+	pgen uint64
+	kick chan struct{}
+	// following is what the cache follows now, and followingGen its
+	// generation; only Run touches them.
+	following    *partitionSet
+	followingGen uint64
+	// followed is the generation and the filters of following, for
+	// WaitForLog.
+	followed atomic.Pointer[followState]
+
 	synced     chan struct{}
 	syncedOnce sync.Once
 	running    atomic.Bool
@@ -165,6 +179,7 @@ func NewCache[T Object](cfg CacheConfig[T]) (*Cache[T], error) {
 		filter:       events.Filter(cfg.Resource.Group, cfg.Resource.Resource, cfg.Node, cfg.Namespace, ""),
 		st:           newStore(indexers),
 		synced:       make(chan struct{}),
+		kick:         make(chan struct{}, 1),
 	}
 	return c, nil
 }
@@ -342,11 +357,18 @@ func (c *Cache[T]) apply(ev *events.Event, obj T, decoded bool) {
 			}
 		}
 	}
+	if ev.Type != events.Deleted && !c.following.keeps(obj) {
+		// It moved to a partition the cache does not follow.
+		c.mu.Lock()
+		c.st.remove(key, ev.Revision, now)
+		c.mu.Unlock()
+	}
 }
 
 // replace installs a snapshot taken at rev: objects not in it are deleted,
 // new ones added, changed ones updated (handlers get a nil event); objects
-// whose revision did not change are left alone.
+// whose revision did not change are left alone. Objects the cache no
+// longer follows (see SetPartitions) go without a handler call.
 func (c *Cache[T]) replace(objs []T, rev events.Revision) {
 	c.dispatchMu.Lock()
 	defer c.dispatchMu.Unlock()
@@ -382,7 +404,9 @@ func (c *Cache[T]) replace(objs []T, rev events.Revision) {
 	now := time.Now()
 	for _, key := range gone {
 		old, _ := c.st.remove(key, rev, now)
-		changes = append(changes, change{obj: old, kind: events.Deleted})
+		if c.following.keeps(old) {
+			changes = append(changes, change{obj: old, kind: events.Deleted})
+		}
 	}
 	// Tombstones older than the snapshot are now meaningless: every event
 	// up to rev is skipped anyway.

@@ -40,6 +40,22 @@
 // cache), Run takes a new snapshot and applies the difference, as a
 // Kubernetes reflector relists after 410 Gone.
 //
+// # Partitions
+//
+// A cache can follow only some subject partitions (SetPartitions, see
+// events.Partition): the objects whose controller owner hashes to one of
+// them, plus every object without a controller. The tail then has one
+// server-side filter per partition, so the server sends nothing else: a
+// controller-manager replica that owns a third of the ReplicaSets receives
+// a third of the pod events. Gaining partitions takes a new snapshot;
+// losing them forgets their objects without handler calls. An object whose
+// controller changes arrives on no partition (every cache receives it):
+// handlers see the change, then a cache that does not follow its new
+// partition forgets it. Partial reports whether a cache follows only some
+// partitions: a consumer that must see every object of a kind (the
+// garbage collector looking for all the dependents of an owner) asks the
+// apiserver instead.
+//
 // # Handlers and indexes
 //
 // Handlers (OnAdd, OnUpdate, OnDelete) are called from one goroutine, in

@@ -41,6 +41,12 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 	}
 	bo := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
 	for ctx.Err() == nil {
+		want, gen := c.wanted()
+		if c.resume != 0 && !c.following.covers(want) {
+			// New partitions: their objects are not in the cache yet.
+			c.resume = 0
+		}
+		c.following = want
 		if c.resume == 0 {
 			rev, err := c.snapshot(ctx, rc)
 			if err != nil {
@@ -51,11 +57,15 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 				continue
 			}
 			c.resume = rev + 1
+		} else {
+			c.forget(want)
 		}
+		c.followingGen = gen
 		started := time.Now()
-		err := c.tail(ctx)
+		err := c.tailUntilKicked(ctx)
 		switch {
 		case ctx.Err() != nil:
+		case errors.Is(err, errKicked):
 		case errors.Is(err, events.ErrTooOld):
 			c.log.Info("log no longer holds the cache's position, taking a new snapshot", "from", int64(c.resume), "err", err)
 			c.resume = 0
@@ -68,6 +78,34 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// followState is the partition generation a cache follows and its
+// subject filters.
+type followState struct {
+	gen     uint64
+	filters []string
+}
+
+// errKicked ends a tail that SetPartitions interrupted.
+var errKicked = errors.New("consumer: partitions changed")
+
+// tailUntilKicked is tail, ended early (with errKicked) by SetPartitions.
+func (c *Cache[T]) tailUntilKicked(ctx context.Context) error {
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-c.kick:
+			cancel(errKicked)
+		case <-tctx.Done():
+		}
+	}()
+	err := c.tail(tctx)
+	if context.Cause(tctx) == errKicked {
+		return errKicked
+	}
+	return err
 }
 
 // snapshot lists the resource through the apiserver, page by page at the
@@ -125,7 +163,9 @@ func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Re
 			if obj.GetObjectKind().GroupVersionKind().Kind == "" {
 				obj.GetObjectKind().SetGroupVersionKind(r.GroupVersion().WithKind(kind))
 			}
-			objs = append(objs, obj)
+			if c.following.keeps(obj) {
+				objs = append(objs, obj)
+			}
 		}
 		if cont = page.Metadata.Continue; cont == "" {
 			break
@@ -145,7 +185,7 @@ func (c *Cache[T]) tail(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{c.filter}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: c.following.filters(c.filter)}
 	seq, err := events.SeekRevision(ctx, js, c.stream, c.resume)
 	switch {
 	case err == nil:
@@ -159,9 +199,8 @@ func (c *Cache[T]) tail(ctx context.Context) error {
 	default:
 		return fmt.Errorf("consumer: tail: %w", err)
 	}
-	if cfg.OptStartSeq > 0 {
-		c.seq.Store(cfg.OptStartSeq - 1)
-	}
+	c.seq.Store(max(cfg.OptStartSeq, 1) - 1)
+	c.followed.Store(&followState{gen: c.followingGen, filters: cfg.FilterSubjects})
 	cons, err := s.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
@@ -244,28 +283,47 @@ func (b *backoff) reset() { b.cur = 0 }
 // selects that is on the log now: it reads the stream sequence of the last
 // such event and waits until the tail has passed it. A replica that takes
 // over keys from another calls it so it acts on everything the other wrote.
+// After SetPartitions, it first waits until the cache follows the new
+// partitions (and has their snapshot).
 func (c *Cache[T]) WaitForLog(ctx context.Context) error {
+	if err := c.WaitForSync(ctx); err != nil {
+		return err
+	}
+	_, gen := c.wanted()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	tick := func() error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consumer: wait for %s log: %w", c.cfg.Resource.Resource, ctx.Err())
+		case <-t.C:
+			return nil
+		}
+	}
+	f := c.followed.Load()
+	for ; f == nil || f.gen < gen; f = c.followed.Load() {
+		if err := tick(); err != nil {
+			return err
+		}
+	}
 	s, err := c.cfg.JS.Stream(ctx, c.stream)
 	if err != nil {
 		return fmt.Errorf("consumer: wait for log: %w", err)
 	}
-	last, err := s.GetLastMsgForSubject(ctx, c.filter)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return c.WaitForSync(ctx)
+	var last uint64
+	for _, filter := range f.filters {
+		m, err := s.GetLastMsgForSubject(ctx, filter)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return fmt.Errorf("consumer: wait for log: %w", err)
+		default:
+			last = max(last, m.Sequence)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("consumer: wait for log: %w", err)
-	}
-	if err := c.WaitForSync(ctx); err != nil {
-		return err
-	}
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for c.seq.Load() < last.Sequence {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+	for c.seq.Load() < last {
+		if err := tick(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-dev/cairn/events"
 )
 
 // Config configures a Sharder.
@@ -96,11 +98,12 @@ func New(cfg Config) (*Sharder, error) {
 // Identity is this replica's name in the group.
 func (s *Sharder) Identity() string { return s.cfg.Identity }
 
-// Partition of a key.
+// Partition of a key: events.KeyHash(key) % Partitions. With a partition
+// count that divides events.Partitions, subject partition t (of the
+// objects a controller owns, see events.Partition) belongs to sharder
+// partition t % Partitions.
 func (s *Sharder) Partition(key string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(s.cfg.Partitions))
+	return int(events.KeyHash(key) % uint32(s.cfg.Partitions))
 }
 
 // Owns reports whether this replica may act on key now.
