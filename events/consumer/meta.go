@@ -26,6 +26,8 @@ type MetaCache interface {
 	AddHandler(h Handler[Object])
 	WaitForSync(ctx context.Context) error
 	WaitForLog(ctx context.Context) error
+	// Partial: the cache follows only some partitions (Cache.Partial).
+	Partial() bool
 }
 
 // Meta is c's MetaCache. It does not run c: whoever built c does.
@@ -53,6 +55,8 @@ func (m metaCache[T]) ByIndex(index, value string) []Object {
 }
 
 func (m metaCache[T]) HasIndex(name string) bool { return m.c.HasIndex(name) }
+
+func (m metaCache[T]) Partial() bool { return m.c.Partial() }
 
 func (m metaCache[T]) AddHandler(h Handler[Object]) {
 	var th Handler[T]

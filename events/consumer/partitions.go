@@ -71,16 +71,20 @@ func (s *partitionSet) filters(base string) []string {
 // so every cache gets them) is forgotten the same way, after the handlers
 // have seen the change.
 //
-// It returns at once; WaitForLog waits until the cache follows parts.
+// It returns at once; WaitForLog waits until the cache follows parts. Asking
+// again for the same partitions changes nothing.
 func (c *Cache[T]) SetPartitions(parts []int) {
-	c.pmu.Lock()
-	defer c.pmu.Unlock()
 	var s *partitionSet
 	if parts != nil {
 		s = &partitionSet{parts: make(map[string]bool, len(parts))}
 		for _, p := range parts {
 			s.parts[strconv.Itoa(p)] = true
 		}
+	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if c.pgen > 0 && s.covers(c.want) && c.want.covers(s) {
+		return
 	}
 	c.pgen++
 	c.want = s

@@ -38,6 +38,9 @@ type Config struct {
 	CatchUp func(ctx context.Context) error
 	// OnAcquire is called once a partition is ready.
 	OnAcquire func(partition int)
+	// OnRelease is called once a partition is released or lost: no
+	// reconcile of its keys runs any more.
+	OnRelease func(partition int)
 	Log       *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -94,6 +97,9 @@ func New(cfg Config) (*Sharder, error) {
 	s.cond = sync.NewCond(&s.mu)
 	return s, nil
 }
+
+// Partitions is the number of partitions keys are split into.
+func (s *Sharder) Partitions() int { return s.cfg.Partitions }
 
 // Identity is this replica's name in the group.
 func (s *Sharder) Identity() string { return s.cfg.Identity }
@@ -304,6 +310,7 @@ func (s *Sharder) renew(ctx context.Context) {
 		nrev, err := s.kv.Update(ctx, leaseKey(p), []byte(s.cfg.Identity), rev)
 		s.mu.Lock()
 		l := s.leases[p]
+		lost := false
 		switch {
 		case l == nil || l.releasing:
 		case err == nil:
@@ -312,15 +319,35 @@ func (s *Sharder) renew(ctx context.Context) {
 			// Someone else holds it now (our lease expired): drop it.
 			s.log.Warn("shard: lost partition", "partition", p, "err", err)
 			delete(s.leases, p)
+			lost = true
 		default:
 			// NATS unreachable: keep trying until the lease runs out;
 			// Owns is already false Margin before that.
 			if s.cfg.Now().Sub(l.renewed) > s.cfg.LeaseTTL {
 				delete(s.leases, p)
+				lost = true
 			}
 		}
 		s.mu.Unlock()
+		if lost && s.cfg.OnRelease != nil {
+			s.cfg.OnRelease(p)
+		}
 	}
+}
+
+// Leased are the partitions this replica holds a lease on, ready or still
+// catching up, and not being released, in order: a superset of Held.
+func (s *Sharder) Leased() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.leases))
+	for p, l := range s.leases {
+		if !l.releasing {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // release stops using partition p, waits for its running reconciles, and
@@ -345,6 +372,9 @@ func (s *Sharder) release(p int) {
 		s.log.Debug("shard: release", "partition", p, "err", err)
 	}
 	s.log.Info("shard: released partition", "partition", p)
+	if s.cfg.OnRelease != nil {
+		s.cfg.OnRelease(p)
+	}
 }
 
 func (s *Sharder) releaseAll() {

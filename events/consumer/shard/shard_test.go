@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ type replica struct {
 	done   chan struct{}
 }
 
-func startReplica(t *testing.T, url, id string) *replica {
+func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,11 @@ func startReplica(t *testing.T, url, id string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{JS: js, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second})
+	cfg := Config{JS: js, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,4 +174,46 @@ func TestGuardDelaysRelease(t *testing.T) {
 	}
 	done()
 	waitCovered(t, []*replica{a, b}, 15*time.Second)
+}
+
+// TestOnRelease: a replica that hands partitions to a new one is told of
+// each, and Leased covers Held.
+func TestOnRelease(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	var mu sync.Mutex
+	released := map[int]bool{}
+	a := startReplica(t, n.URL(), "a", func(c *Config) {
+		c.OnRelease = func(p int) {
+			mu.Lock()
+			defer mu.Unlock()
+			released[p] = true
+		}
+	})
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	if l := a.s.Leased(); len(l) != 16 {
+		t.Fatalf("a leases %v, want all 16", l)
+	}
+	b := startReplica(t, n.URL(), "b")
+	deadline := time.Now().Add(20 * time.Second)
+	for len(b.s.Held()) == 0 || len(a.s.Held())+len(b.s.Held()) < 16 {
+		if time.Now().After(deadline) {
+			t.Fatalf("b never took its partitions: a %v, b %v", a.s.Held(), b.s.Held())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range b.s.Held() {
+		if !released[p] {
+			t.Errorf("b holds partition %d, which a never reported released", p)
+		}
+	}
+	for _, p := range a.s.Held() {
+		if released[p] {
+			t.Errorf("a holds partition %d, which it reported released", p)
+		}
+		if !slices.Contains(a.s.Leased(), p) {
+			t.Errorf("a holds partition %d but does not lease it", p)
+		}
+	}
 }
