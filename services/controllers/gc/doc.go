@@ -53,6 +53,18 @@
 // holds what the log holds (WaitForLog): each cache follows one resource
 // and may lag the one whose event queued the dependent.
 //
+// # Partial caches
+//
+// A scaled-out controller manager's pod cache follows only the pods whose
+// controller is in the replica's partitions (consumer.Cache.Partial, see
+// package manager). The collector then acts on a pod of such a cache on
+// behalf of the replica that owns the pod's controller's key (Owns and
+// Guard get that key), which is the one whose cache has it. Looking for
+// every dependent of one owner (foreground deletion, orphaning, and the
+// subtree check above) lists that resource through the apiserver instead
+// of the cache, and an owner waiting for dependents that another replica
+// follows looks again every second (their changes do not reach it).
+//
 // # Causation
 //
 // Every write is made with the reconcile's ctx through a client from

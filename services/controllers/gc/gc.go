@@ -130,9 +130,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	runners := make([]consumer.Runner, 0, 2*len(c.resources))
 	for _, r := range c.resources {
+		owns, guard := c.ownership(r)
 		ctrl, err := consumer.NewController(consumer.ControllerConfig{
 			Name: "gc-" + r.gvr.GroupResource().String(), Reconciler: reconciler{c, r},
-			Workers: c.cfg.Workers, Owns: c.cfg.Owns, Guard: c.cfg.Guard, WaitFor: waitFor, Log: c.log,
+			Workers: c.cfg.Workers, Owns: owns, Guard: guard, WaitFor: waitFor, Log: c.log,
 		})
 		if err != nil {
 			return fmt.Errorf("gc: run: %w", err)
@@ -149,6 +150,35 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.started.Store(true)
 	c.log.Info("garbage collector starting", "resources", len(c.resources))
 	return consumer.RunAll(ctx, runners...)
+}
+
+// ownership is Config.Owns and Config.Guard for the objects of r. A
+// partial cache (a scaled-out manager's pods, see
+// consumer.Cache.SetPartitions) holds the objects whose controller's
+// partition this replica follows, so its objects go to the replica that
+// owns their controller's key; an object without a controller, or not
+// in the cache, goes by its own key, as the objects of complete caches do.
+func (c *Controller) ownership(r *resource) (owns func(string) bool, guard func(string) (func(), bool)) {
+	shardKey := func(key string) string {
+		if !r.cache.Partial() {
+			return key
+		}
+		obj, ok := r.cache.Get(consumer.SplitKey(key))
+		if !ok {
+			return key
+		}
+		if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+			return consumer.Key(obj.GetNamespace(), ref.Name)
+		}
+		return key
+	}
+	if o := c.cfg.Owns; o != nil {
+		owns = func(key string) bool { return o(shardKey(key)) }
+	}
+	if g := c.cfg.Guard; g != nil {
+		guard = func(key string) (func(), bool) { return g(shardKey(key)) }
+	}
+	return owns, guard
 }
 
 // discover lists the resources to collect, retrying until the apiserver

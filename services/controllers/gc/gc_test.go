@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -23,6 +25,12 @@ func TestGarbageCollector(t *testing.T) { testGarbageCollector(t, start(t, false
 // reading pods and ReplicaSets from typed caches it shares, as in the
 // controller manager.
 func TestGarbageCollectorSharedCaches(t *testing.T) { testGarbageCollector(t, start(t, true)) }
+
+// TestGarbageCollectorPartitioned runs them with two collectors that
+// split the keys, each following only the pods of its own partitions, as
+// scaled-out controller-manager replicas do: a pod is in one collector's
+// cache, and an owner's dependents may be in the other's.
+func TestGarbageCollectorPartitioned(t *testing.T) { testGarbageCollector(t, startPartitioned(t)) }
 
 func testGarbageCollector(t *testing.T, env *controlplanetest.Env) {
 	ctx := context.Background()
@@ -105,6 +113,28 @@ func testGarbageCollector(t *testing.T, env *controlplanetest.Env) {
 		}
 		eventually(t, timeout, "child to go", cmGone(env, ns, child.Name))
 		eventually(t, timeout, "the owner to go", rsGone(env, ns, rs.Name))
+	})
+
+	t.Run("foreground, dependent of another controller", func(t *testing.T) {
+		// The pod belongs to rs (a solid owner) and blocks own. When the
+		// collectors split keys, the one that owns own's key is made not
+		// to be the one that follows rs's pods: it must still wait for the
+		// pod's reference to own to go.
+		ns := "fgx"
+		mkNamespace(t, env, ns)
+		rs := createRS(t, env, ns, "rs")
+		name := "own-0"
+		for i := 1; events.KeyHash(ns+"/"+name)%2 == events.KeyHash(ns+"/"+rs.Name)%2; i++ {
+			name = fmt.Sprint("own-", i)
+		}
+		own := createCM(t, env, ns, name)
+		pod := createPod(t, env, ns, "pod", nil, rsRef(rs, false), ref("v1", "ConfigMap", own, true))
+
+		deleteWith(t, cms(ns).Delete(ctx, own.Name, policy(metav1.DeletePropagationForeground)))
+		eventually(t, timeout, "the owner to go", cmGone(env, ns, own.Name))
+		if refs := getPod(t, env, ns, pod.Name).OwnerReferences; len(refs) != 1 || refs[0].UID != rs.UID {
+			t.Errorf("when the owner went, the pod had %v; want only its reference to rs", refs)
+		}
 	})
 
 	t.Run("orphan", func(t *testing.T) {

@@ -42,17 +42,12 @@ func start(t *testing.T, shared bool) *controlplanetest.Env {
 	env := controlplanetest.Start(t)
 	cfg := Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG")}
 	if shared {
-		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"))
-		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"))
+		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), nil)
+		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil)
 		cfg.Shared = []consumer.MetaCache{consumer.Meta(pods), consumer.Meta(rsets)}
 	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	controlplanetest.Run(t, c)
+	c := runCollector(t, cfg)
 	if shared {
-		eventually(t, timeout, "the collector to discover the resources", c.started.Load)
 		for _, r := range c.resources {
 			if r.own != nil && (r.gvr.Resource == "pods" || r.gvr.Resource == "replicasets") {
 				t.Fatalf("the collector runs its own %s cache instead of the shared one", r.gvr.Resource)
@@ -62,12 +57,59 @@ func start(t *testing.T, shared bool) *controlplanetest.Env {
 	return env
 }
 
-// sharedCache runs a typed cache of gvr with the collector's index.
-func sharedCache[T consumer.Object](t *testing.T, env *controlplanetest.Env, gvr schema.GroupVersionResource) *consumer.Cache[T] {
+// runCollector runs a collector until the test ends and waits until its
+// caches hold what the log holds: a test's writes then reach it as events
+// (with their causes), not in a first snapshot.
+func runCollector(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.Run(t, c)
+	eventually(t, timeout, "the collector to discover the resources", c.started.Load)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.WaitForLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startPartitioned runs a control plane and two collectors that split the
+// keys as two scaled-out controller-manager replicas do: each owns the
+// keys that hash to its half of two partitions, and its shared pod cache
+// follows only the pods whose controller is in its half (see
+// manager.followPartitions).
+func startPartitioned(t *testing.T) *controlplanetest.Env {
+	t.Helper()
+	env := controlplanetest.Start(t)
+	for i := range uint32(2) {
+		var half []int
+		for p := range events.Partitions {
+			if uint32(p)%2 == i {
+				half = append(half, p)
+			}
+		}
+		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), half)
+		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil)
+		runCollector(t, Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG"),
+			Owns:   func(key string) bool { return events.KeyHash(key)%2 == i },
+			Shared: []consumer.MetaCache{consumer.Meta(pods), consumer.Meta(rsets)}})
+	}
+	return env
+}
+
+// sharedCache runs a typed cache of gvr with the collector's index,
+// following only partitions parts unless parts is nil.
+func sharedCache[T consumer.Object](t *testing.T, env *controlplanetest.Env, gvr schema.GroupVersionResource, parts []int) *consumer.Cache[T] {
 	t.Helper()
 	c, err := consumer.NewCache(consumer.CacheConfig[T]{Resource: gvr, Config: env.Config, JS: env.JS, Indexers: OwnerIndexers[T]()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if parts != nil {
+		c.SetPartitions(parts)
 	}
 	controlplanetest.Run(t, c)
 	return c

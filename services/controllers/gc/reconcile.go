@@ -33,11 +33,12 @@ func (rc reconciler) Reconcile(ctx context.Context, req consumer.Request) (consu
 		return consumer.Result{}, nil
 	}
 	var err error
+	var res consumer.Result
 	switch {
 	case obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, metav1.FinalizerOrphanDependents):
 		err = rc.c.orphanDependents(ctx, rc.r, obj)
 	case deletingDependents(obj):
-		err = rc.c.processDeletingDependents(ctx, rc.r, obj)
+		res.RequeueAfter, err = rc.c.processDeletingDependents(ctx, rc.r, obj)
 	case obj.GetDeletionTimestamp() != nil:
 		// Being deleted already, by someone else's decision.
 	case len(obj.GetOwnerReferences()) > 0:
@@ -46,7 +47,7 @@ func (rc reconciler) Reconcile(ctx context.Context, req consumer.Request) (consu
 	if err != nil {
 		return consumer.Result{}, fmt.Errorf("gc: %s %s: %w", rc.r.gvr.GroupResource(), req.Key, err)
 	}
-	return consumer.Result{}, nil
+	return res, nil
 }
 
 // owners sorts a dependent's owner references, as kube's classifyReferences.
@@ -134,7 +135,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav
 	}
 	subtree := false
 	if len(o.solid) == 0 && len(o.waiting) > 0 {
-		if subtree, err = c.hasDependentsNow(ctx, obj.GetUID()); err != nil {
+		if subtree, err = c.hasDependentsNow(ctx, obj); err != nil {
 			return err
 		}
 	}
@@ -165,15 +166,26 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav
 }
 
 // processDeletingDependents waits, for an owner deleted in the foreground,
-// until no dependent blocks it, then removes the finalizer.
-func (c *Controller) processDeletingDependents(ctx context.Context, r *resource, owner metav1.Object) error {
+// until no dependent blocks it, then removes the finalizer. The changes of
+// the blocking dependents queue the owner again, except those this replica
+// does not follow (a partial cache's): then it asks to look again after
+// partialPoll.
+func (c *Controller) processDeletingDependents(ctx context.Context, r *resource, owner metav1.Object) (time.Duration, error) {
 	blocking := 0
+	var poll time.Duration
 	for _, dr := range c.resources {
-		for _, d := range dr.cache.ByIndex(IndexOwnerUID, string(owner.GetUID())) {
+		deps, err := c.dependents(ctx, dr, owner)
+		if err != nil {
+			return 0, err
+		}
+		for _, d := range deps {
 			if !blocks(d, owner.GetUID()) {
 				continue
 			}
 			blocking++
+			if dr.cache.Partial() {
+				poll = partialPoll
+			}
 			if !deletingDependents(d) {
 				// The queue checks Owns again before the reconcile.
 				dr.ctrl.Queue().Add(consumer.KeyOf(d), consumer.CauseFrom(ctx))
@@ -181,11 +193,14 @@ func (c *Controller) processDeletingDependents(ctx context.Context, r *resource,
 		}
 	}
 	if blocking > 0 {
-		// The deletes of the blocking dependents queue the owner again.
-		return nil
+		return poll, nil
 	}
-	return c.removeFinalizer(ctx, r, owner, metav1.FinalizerDeleteDependents)
+	return 0, c.removeFinalizer(ctx, r, owner, metav1.FinalizerDeleteDependents)
 }
+
+// partialPoll is how often an owner waiting for dependents that this
+// replica does not follow looks again.
+const partialPoll = time.Second
 
 // blocks: d's reference to owner has blockOwnerDeletion.
 func blocks(d metav1.Object, owner types.UID) bool {
@@ -203,7 +218,11 @@ func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner me
 	drop := map[types.UID]bool{owner.GetUID(): true}
 	var errs []error
 	for _, dr := range c.resources {
-		for _, d := range dr.cache.ByIndex(IndexOwnerUID, string(owner.GetUID())) {
+		deps, err := c.dependents(ctx, dr, owner)
+		if err != nil {
+			return err
+		}
+		for _, d := range deps {
 			if err := c.removeRefs(ctx, dr, d, drop); err != nil {
 				errs = append(errs, err)
 			}
@@ -215,23 +234,56 @@ func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner me
 	return c.removeFinalizer(ctx, r, owner, metav1.FinalizerOrphanDependents)
 }
 
-// hasDependentsNow reports whether some object has a reference to uid,
+// hasDependentsNow reports whether some object has a reference to owner,
 // once every cache holds what the log holds now. Each cache follows its
 // own resource and may lag the one whose event started this reconcile: a
 // dependent created just before its owner's owner was deleted in the
 // foreground must be seen, or its subtree would go in the background.
-func (c *Controller) hasDependentsNow(ctx context.Context, uid types.UID) (bool, error) {
+func (c *Controller) hasDependentsNow(ctx context.Context, owner metav1.Object) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, r := range c.resources {
-		if err := r.cache.WaitForLog(ctx); err != nil {
-			return false, fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
+		if !r.cache.Partial() {
+			if err := r.cache.WaitForLog(ctx); err != nil {
+				return false, fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
+			}
 		}
-		if len(r.cache.ByIndex(IndexOwnerUID, string(uid))) > 0 {
+		deps, err := c.dependents(ctx, r, owner)
+		if err != nil {
+			return false, err
+		}
+		if len(deps) > 0 {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// dependents are the objects of resource r with a reference to owner. A
+// partial cache (a scaled-out replica's pods: only those of its own
+// partitions' controllers) may miss some, so its resource is listed
+// through the apiserver instead: in owner's namespace, where namespaced
+// dependents of a namespaced owner live, or everywhere.
+func (c *Controller) dependents(ctx context.Context, r *resource, owner metav1.Object) ([]consumer.Object, error) {
+	uid := string(owner.GetUID())
+	if !r.cache.Partial() {
+		return r.cache.ByIndex(IndexOwnerUID, uid), nil
+	}
+	var cl dynamic.ResourceInterface = c.client.Resource(r.gvr)
+	if r.namespaced && owner.GetNamespace() != "" {
+		cl = c.client.Resource(r.gvr).Namespace(owner.GetNamespace())
+	}
+	list, err := cl.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the dependents of %s: %w", consumer.KeyOf(owner), err)
+	}
+	var out []consumer.Object
+	for i := range list.Items {
+		if slices.Contains(ownerUIDs(&list.Items[i]), uid) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
 }
 
 // deleteObject deletes obj as last read: the UID and resourceVersion
