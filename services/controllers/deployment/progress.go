@@ -93,5 +93,12 @@ func (s *syncer) requeueStuck(d *appsv1.Deployment, st appsv1.DeploymentStatus) 
 	}
 	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(s.now())
 	// A second more, as kube, so the check lands after the deadline.
-	s.requeue = max(after, 0) + time.Second
+	s.requeueWithin(max(after, 0) + time.Second)
+}
+
+// requeueWithin asks for another sync after d at the latest.
+func (s *syncer) requeueWithin(d time.Duration) {
+	if s.requeue == 0 || d < s.requeue {
+		s.requeue = d
+	}
 }

@@ -1,6 +1,9 @@
 package deployment
 
 import (
+	"fmt"
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +31,11 @@ func (s *syncer) rolloutRecreate(d *appsv1.Deployment, rsList []*appsv1.ReplicaS
 	if scaledDown {
 		return s.syncRolloutStatus(allRSs, newRS, d)
 	}
-	if s.oldPodsRunning(d, newRS, oldRSs, rsList) {
+	running, err := s.oldPodsRunning(d, newRS, oldRSs, rsList)
+	if err != nil {
+		return err
+	}
+	if running {
 		return s.syncRolloutStatus(allRSs, newRS, d)
 	}
 	if newRS == nil {
@@ -50,13 +57,19 @@ func (s *syncer) rolloutRecreate(d *appsv1.Deployment, rsList []*appsv1.ReplicaS
 
 // oldPodsRunning: an old replica set still reports pods, or a pod of one
 // of the deployment's replica sets other than the new one is not finished.
-func (s *syncer) oldPodsRunning(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs, rsList []*appsv1.ReplicaSet) bool {
+//
+// A scaled-out controller manager follows only the pods of the replica
+// sets in its own partitions (see package manager), and the deployment's
+// replica sets may be in others: then the pods come from the apiserver,
+// and since their deletion will not reach this replica as an event, the
+// deployment is looked at again a second later.
+func (s *syncer) oldPodsRunning(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs, rsList []*appsv1.ReplicaSet) (bool, error) {
 	if sumStatus(oldRSs, statusReplicas) > 0 {
-		return true
+		return true, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return true
+		return true, nil
 	}
 	owners := map[types.UID]bool{}
 	for _, rs := range rsList {
@@ -64,14 +77,30 @@ func (s *syncer) oldPodsRunning(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, 
 			owners[rs.UID] = true
 		}
 	}
-	for _, pod := range s.pods.ByIndex("namespace", d.Namespace) {
+	partial := s.pods.Partial()
+	var pods []*corev1.Pod
+	if partial {
+		list, err := s.client.CoreV1().Pods(d.Namespace).List(s.ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return false, fmt.Errorf("list old pods: %w", err)
+		}
+		for i := range list.Items {
+			pods = append(pods, &list.Items[i])
+		}
+	} else {
+		pods = s.pods.ByIndex("namespace", d.Namespace)
+	}
+	for _, pod := range pods {
 		ref := metav1.GetControllerOf(pod)
 		if ref == nil || !owners[ref.UID] || !sel.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
 		if pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded {
-			return true
+			if partial {
+				s.requeueWithin(time.Second)
+			}
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }

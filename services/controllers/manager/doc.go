@@ -15,4 +15,29 @@
 // is too), and waits until each controller's caches have applied the log up
 // to there. Only then does it queue the partition's keys. A dead replica's
 // partitions move to the others when their leases expire (6 s by default).
+//
+// # Pods by partition
+//
+// Pods are nearly all of the log under a Deployment load, and a replica
+// only needs the pods of the ReplicaSets whose keys it owns. Their events
+// carry the partition of their controller (events.Partition), which is
+// the sharder's partition of the ReplicaSet's key, so each replica's pod
+// cache follows only the subject partitions of the sharder partitions it
+// leases, plus the pods without a controller (which any ReplicaSet may
+// adopt): followPartitions sets them (consumer.Cache.SetPartitions) when a
+// partition is leased (before its catch-up, which then also waits for the
+// new pods' snapshot) and when one is released or lost. A pod that
+// changes controller is published on no partition, so the replica it
+// leaves sees it go. The server filters: a replica of three receives a
+// third of the pod events, instead of all of them.
+//
+// The consumers that want pods outside those partitions:
+//   - the deployment controller, whose ReplicaSets may be in other
+//     partitions than the Deployment's key: a Recreate rollout lists the
+//     old pods through the apiserver, and looks again a second later while
+//     some remain;
+//   - the garbage collector: a pod is collected by the replica that owns
+//     its controller's key (the one that follows it), and the dependents
+//     of an owner being deleted in the foreground or with orphaning are
+//     listed through the apiserver (see package gc).
 package manager

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,8 @@ type Manager struct {
 	// takeover is the event of the marker write of the last catch-up: the
 	// cause of the reconciles a takeover queues.
 	takeover atomic.Pointer[events.Event]
+	// followMu orders followPartitions calls.
+	followMu sync.Mutex
 }
 
 type waitForLog interface {
@@ -105,7 +108,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Shard {
 		s, err := shard.New(shard.Config{JS: cfg.JS, Group: "controller-manager", Identity: cfg.Identity,
 			Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, Log: cfg.Log,
-			CatchUp: m.catchUp, OnAcquire: m.onAcquire})
+			CatchUp: m.catchUp, OnAcquire: m.onAcquire, OnRelease: func(int) { m.followPartitions() }})
 		if err != nil {
 			return nil, err
 		}
@@ -131,6 +134,11 @@ func New(cfg Config) (*Manager, error) {
 		Indexers: podIndexers,
 	}); err != nil {
 		return nil, fmt.Errorf("manager: pod cache: %w", err)
+	}
+	if m.sharder != nil {
+		// Until it holds partitions, a replica follows only the pods
+		// without a controller.
+		m.pods.SetPartitions([]int{})
 	}
 	if m.rsets, err = consumer.NewCache(consumer.CacheConfig[*appsv1.ReplicaSet]{
 		Resource: appsv1.SchemeGroupVersion.WithResource("replicasets"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
@@ -218,6 +226,7 @@ func (m *Manager) catchUp(ctx context.Context) error {
 func (m *Manager) doCatchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	m.followPartitions()
 	rev, err := m.mark(ctx)
 	if err != nil {
 		return err
@@ -256,6 +265,29 @@ func (m *Manager) mark(ctx context.Context) (events.Revision, error) {
 		return 0, fmt.Errorf("manager: marker lease: %w", err)
 	}
 	return events.ParseRevision(l.ResourceVersion)
+}
+
+// followPartitions points the pod cache at the pods of the ReplicaSets
+// (and other controllers) whose keys this replica leases: the subject
+// partitions that fall in its sharder partitions (see events.Partition).
+// The other replicas' pods are not even sent to it. With a partition
+// count that does not divide events.Partitions, it follows every pod.
+func (m *Manager) followPartitions() {
+	m.followMu.Lock()
+	defer m.followMu.Unlock()
+	n := m.sharder.Partitions()
+	if events.Partitions%n != 0 {
+		m.pods.SetPartitions(nil)
+		return
+	}
+	leased := m.sharder.Leased()
+	parts := []int{}
+	for t := range events.Partitions {
+		if slices.Contains(leased, t%n) {
+			parts = append(parts, t)
+		}
+	}
+	m.pods.SetPartitions(parts)
 }
 
 func (m *Manager) onAcquire(int) {
