@@ -66,10 +66,11 @@ func BenchmarkControllers(b *testing.B) {
 func benchControllers(b *testing.B, replicas int) {
 	etcdRate := embeddedtest.PutRate(b, benchPods, benchEtcdWriters, benchEtcdValue)
 	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
-	startManagers(b, env, replicas)
+	ms := startManagers(b, env, replicas)
 	waitSettled(b, env, replicas)
 
 	counter := countAddedPods(b, env.JS)
+	delivered0 := podEventsDelivered(ms)
 	cpu0 := embeddedtest.ProcessCPU()
 	first, last := applyDeployments(b, env)
 	done, ok := counter.wait(benchPods, 3*time.Minute)
@@ -78,6 +79,9 @@ func benchControllers(b *testing.B, replicas int) {
 		b.Fatalf("only %d of %d pods created within 3m", counter.added.Load(), benchPods)
 	}
 	cpu := embeddedtest.ProcessCPU() - cpu0
+	// Pod events each replica received: all of them with one replica, its
+	// partitions' share with more.
+	perReplica := float64(podEventsDelivered(ms)-delivered0) / float64(replicas)
 	defer func() {
 		// Speed must not come from overshooting: no pod beyond the
 		// replicas asked for may be created.
@@ -99,17 +103,28 @@ func benchControllers(b *testing.B, replicas int) {
 	b.ReportMetric(toAll.Seconds(), "seconds-to-all-pods")
 	b.ReportMetric(etcdRate, "etcd-puts/s")
 	b.ReportMetric(rate/etcdRate, "ratio")
-	b.Logf("replicas=%d: %d deployments x %d applied in %v; all %d pods %v after the last apply (%v after the first): %.0f pods/s; raw etcd %.0f puts/s; ratio %.2f; %.0f cpu-µs/pod, cpu busy %.0f%%",
+	b.ReportMetric(perReplica, "pod-events/replica")
+	b.Logf("replicas=%d: %d deployments x %d applied in %v; all %d pods %v after the last apply (%v after the first): %.0f pods/s; raw etcd %.0f puts/s; ratio %.2f; %.0f cpu-µs/pod, cpu busy %.0f%%; %.0f pod events received per replica",
 		replicas, benchDeployments, benchReplicas, last.Sub(first).Round(time.Millisecond), benchPods,
-		toAll.Round(time.Millisecond), done.Sub(first).Round(time.Millisecond), rate, etcdRate, rate/etcdRate, float64(cpu.Microseconds())/benchPods, 100*busy)
+		toAll.Round(time.Millisecond), done.Sub(first).Round(time.Millisecond), rate, etcdRate, rate/etcdRate, float64(cpu.Microseconds())/benchPods, 100*busy, perReplica)
+}
+
+// podEventsDelivered sums the pod events the managers' caches received.
+func podEventsDelivered(ms []*manager.Manager) int64 {
+	var n int64
+	for _, m := range ms {
+		n += m.PodCacheStats().Delivered
+	}
+	return n
 }
 
 // startManagers runs n sharded controller-managers, each with its own NATS
 // and HTTP connections, as n processes would; they stop at cleanup.
-func startManagers(b *testing.B, env *controlplanetest.Env, n int) {
+func startManagers(b *testing.B, env *controlplanetest.Env, n int) []*manager.Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var ms []*manager.Manager
 	for i := range n {
 		nc, err := nats.Connect(env.NATSURL(), nats.Name(fmt.Sprintf("bench-cm-%d", i)))
 		if err != nil {
@@ -128,6 +143,7 @@ func startManagers(b *testing.B, env *controlplanetest.Env, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		ms = append(ms, m)
 		wg.Go(func() {
 			defer nc.Close()
 			if err := m.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -139,6 +155,7 @@ func startManagers(b *testing.B, env *controlplanetest.Env, n int) {
 		cancel()
 		wg.Wait()
 	})
+	return ms
 }
 
 // waitSettled waits until every partition is held, by exactly n distinct

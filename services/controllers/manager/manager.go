@@ -178,6 +178,10 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// PodCacheStats are the counters of the pod cache the controllers share:
+// with Shard, it receives only the pods of this replica's partitions.
+func (m *Manager) PodCacheStats() consumer.CacheStats { return m.pods.Stats() }
+
 // Controllers names the controllers this manager runs.
 func (m *Manager) Controllers() []string { return m.names }
 
