@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -128,16 +129,21 @@ func (r *replay) causeRev(ev *events.Event) events.Revision {
 
 // checkLog replays the log and returns the invariants' violations, the
 // number of pod creates seen, the ReplicaSets and the Deployments with a
-// problem.
+// problem. causes are the revisions of events that are not on the log but
+// are named as causes: the controller managers' marker Lease writes, on
+// the lease stream, which a takeover's reconciles name.
 //
 // A pod create may be decided from a ReplicaSet a little older than the
 // create (kube's slow-start batches go on after a scale-down), so the
 // bounds it is held to are the largest in force from the revision of the
 // event the create reacted to (its causationID) on, and for the
 // Deployment, from the revision the ReplicaSet's spec was derived from.
-func checkLog(log []*events.Event) (problems []string, podAdds, rawOver int, rsets map[types.UID]*rsState, badDeps []string) {
+func checkLog(log []*events.Event, causes map[string]events.Revision) (problems []string, podAdds, rawOver int, rsets map[types.UID]*rsState, badDeps []string) {
 	r := &replay{deps: map[types.UID]*depState{}, rsets: map[types.UID]*rsState{}, pods: map[string]*podState{},
-		revOf: make(map[string]events.Revision, len(log))}
+		revOf: maps.Clone(causes)}
+	if r.revOf == nil {
+		r.revOf = make(map[string]events.Revision, len(log))
+	}
 	for _, ev := range log {
 		r.revOf[ev.ID] = ev.Revision
 	}

@@ -55,6 +55,7 @@ func TestControllerManagerScaleOut(t *testing.T) {
 		"--listen", addr, "--insecure-http", "--token-auth-file", writeTokens(t, dir), "--log-level", "warn")
 	api.Start()
 	api.WaitHTTPReady("http://" + addr + "/readyz")
+	markers := followLeases(t, js)
 
 	kubeconfig := writeKubeconfig(t, dir, tokenProxy(t, addr, controllerTok), controllerTok)
 	cms := make([]*cairntest.Proc, 3)
@@ -119,15 +120,61 @@ func TestControllerManagerScaleOut(t *testing.T) {
 		t.Fatalf("wait for the log to reach revision %d: %v", head, err)
 	}
 	log := readLog(ctx, t, js)
-	problems, podAdds, rawOver, rsets, badDeps := checkLog(log)
+	leaseRevs := markers.stop()
+	problems, podAdds, rawOver, rsets, badDeps := checkLog(log, leaseRevs)
 	for _, p := range problems {
 		t.Error(p)
 	}
 	for _, d := range badDeps[:min(len(badDeps), 2)] {
 		t.Logf("history of %s:\n%s", d, timeline(log, d))
 	}
-	t.Logf("%d events on the log up to revision %d; %d pods created for %d ReplicaSets; after %d creates a Deployment briefly had more pods than spec.replicas+maxSurge while an old ReplicaSet's scale-down was under way",
-		len(log), head, podAdds, len(rsets), rawOver)
+	t.Logf("%d events on the log up to revision %d (and %d kube-system Lease events); %d pods created for %d ReplicaSets; after %d creates a Deployment briefly had more pods than spec.replicas+maxSurge while an old ReplicaSet's scale-down was under way",
+		len(log), head, len(leaseRevs), podAdds, len(rsets), rawOver)
+}
+
+// leaseFollower records the id and revision of every kube-system Lease
+// event as it is published. The lease stream keeps only each lease's
+// latest event, but the reconciles that follow a controller manager's
+// takeover name its marker Lease write as their cause, and the checker
+// must place each cause on the log's timeline.
+type leaseFollower struct {
+	mu   sync.Mutex
+	revs map[string]events.Revision
+	once sync.Once
+	end  func()
+}
+
+func followLeases(t *testing.T, js jetstream.JetStream) *leaseFollower {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &leaseFollower{revs: map[string]events.Revision{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := events.Tail(ctx, js, events.TailOptions{Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Follow: true},
+			func(ev *events.Event) error {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.revs[ev.ID] = ev.Revision
+				return nil
+			})
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("follow the lease stream: %v", err)
+		}
+	}()
+	f.end = func() {
+		cancel()
+		<-done
+	}
+	t.Cleanup(func() { f.once.Do(f.end) })
+	return f
+}
+
+// stop stops following and returns what was seen.
+func (f *leaseFollower) stop() map[string]events.Revision {
+	f.once.Do(f.end)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.revs
 }
 
 // lastWrite is the revision of the last apiserver write.
