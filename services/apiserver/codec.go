@@ -42,7 +42,8 @@ func readBody(r *http.Request) ([]byte, error) {
 	ct := mediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "", "application/json", "*/*",
-		"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
+		"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json",
+		applyPatchType: // YAML or JSON, decoded by decodeApply
 		return b, nil
 	case protobufMediaType:
 		return protobufToJSON(b)

@@ -79,7 +79,9 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetResourceVersion("")
 	obj.SetSelfLink("")
-	obj.SetManagedFields(nil)
+	if !q.applied {
+		obj.SetManagedFields(nil)
+	}
 	if obj.GetGeneration() == 0 {
 		obj.SetGeneration(1)
 	}

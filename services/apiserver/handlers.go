@@ -30,6 +30,9 @@ type request struct {
 	info requestInfo
 	res  *schemas.Resource
 	out  outputFormat
+	// applied: the object comes from a server-side apply, with the
+	// managedFields the apply computed.
+	applied bool
 }
 
 func (q *request) ctx() context.Context { return q.r.Context() }

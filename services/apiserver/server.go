@@ -77,6 +77,7 @@ type Server struct {
 	now     func() time.Time
 	nsCache *namespaceCache
 	binds   bindCache // see bindcache.go
+	fields  fieldManagers // server-side apply, see apply.go
 
 	// watches tracks open watch handlers so Run can wait for them.
 	watches sync.WaitGroup

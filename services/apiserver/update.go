@@ -28,6 +28,8 @@ type updateOpts struct {
 	// preconditionRV makes a stale resourceVersion in the desired object a
 	// 409 instead of a retry (PUT with a resourceVersion).
 	preconditionRV bool
+	// create lets the write create a missing object (a server-side apply).
+	create bool
 }
 
 const maxUpdateRetries = 20
@@ -42,7 +44,7 @@ func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (
 	for attempt := 0; attempt < maxUpdateRetries; attempt++ {
 		kv, err := s.store.Get(q.ctx(), key)
 		if errors.Is(err, storage.ErrNotFound) {
-			if q.res.AllowCreateOnUpdate() && q.info.Subresource == "" {
+			if (o.create || q.res.AllowCreateOnUpdate()) && q.info.Subresource == "" {
 				obj, err := mutate(nil)
 				if err != nil {
 					return nil, 0, err
@@ -100,7 +102,6 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	desired.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 	desired.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 	desired.SetGeneration(cur.GetGeneration())
-	desired.SetManagedFields(nil)
 	desired.SetSelfLink("")
 	if desired.GetResourceVersion() == "" {
 		// An unconditional update: validation wants the version it updates.
@@ -139,6 +140,12 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	}
 	if cur.GetDeletionTimestamp() != nil && hasNewFinalizer(cur.GetFinalizers(), desired.GetFinalizers()) {
 		return nil, false, apierrors.NewForbidden(q.res.GroupResource(), q.info.Name, errors.New("no new finalizers can be added if the object is being deleted"))
+	}
+	if !q.applied {
+		var err error
+		if desired, err = s.trackUpdate(q, cur, desired); err != nil {
+			return nil, false, err
+		}
 	}
 	if isDryRun(q) {
 		return desired, true, nil
@@ -233,9 +240,14 @@ func (s *Server) update(q *request) {
 func (s *Server) patch(q *request) {
 	pt := mediaType(q.r.Header.Get("Content-Type"))
 	switch pt {
-	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
+	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", applyPatchType:
 	default:
 		writeStatus(q.w, errUnsupportedMedia(pt))
+		return
+	}
+	manager, force, err := applyOptions(q, pt == applyPatchType)
+	if err != nil {
+		writeStatus(q.w, err)
 		return
 	}
 	body, err := readBody(q.r)
@@ -253,12 +265,23 @@ func (s *Server) patch(q *request) {
 		}
 		return decodeObject(q.res, patched, strictFields(q))
 	}
-	out, _, err := s.guaranteedUpdate(q, mutate, updateOpts{verb: "patch"})
+	if pt == applyPatchType {
+		applied, err := decodeApply(q, body)
+		if err != nil {
+			writeStatus(q.w, err)
+			return
+		}
+		q.applied = true
+		mutate = func(cur schemas.Object) (schemas.Object, error) {
+			return s.applyTo(q, cur, applied, manager, force)
+		}
+	}
+	out, code, err := s.guaranteedUpdate(q, mutate, updateOpts{verb: "patch", create: q.applied})
 	if err != nil {
 		writeStatus(q.w, err)
 		return
 	}
-	s.respondObject(q, http.StatusOK, out)
+	s.respondObject(q, code, out)
 }
 
 func applyPatch(res *schemas.Resource, pt string, cur schemas.Object, patch []byte) ([]byte, error) {

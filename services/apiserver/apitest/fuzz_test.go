@@ -105,15 +105,21 @@ var patchSeeds = []struct {
 	{`{"metadata":{"$deleteFromPrimitiveList/finalizers":["a"]}}`, strategicPatch},
 	{`{"spec":{"strategy":{"type":"Recreate","rollingUpdate":{"maxSurge":"x%"}}}}`, strategicPatch},
 	{`{`, strategicPatch},
+	{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fuzz}\nspec: {replicas: 2}\n", applyPatch},
+	{`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"fuzz"},"spec":{"template":{"spec":{"containers":[{"name":"c"}]}}}}`, applyPatch},
+	{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fuzz, labels: {a: [1]}}\n", applyPatch},
+	{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fuzz}\nspec: {template: {spec: {containers: [{image: x}]}}}\n", applyPatch},
+	{"kind: [", applyPatch},
 }
 
 const (
 	jsonPatch uint8 = iota
 	mergePatch
 	strategicPatch
+	applyPatch
 )
 
-var patchTypes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
+var patchTypes = []string{"application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", applyPatchCT}
 
 func FuzzPatchDeployment(f *testing.F) {
 	for _, s := range patchSeeds {
@@ -126,7 +132,11 @@ func FuzzPatchDeployment(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, patch []byte, typ uint8) {
 		ct := patchTypes[int(typ)%len(patchTypes)]
-		checkWrite(t, env, call{method: "PATCH", path: "/apis/apps/v1/namespaces/default/deployments/fuzz", contentType: ct, body: patch})
+		path := "/apis/apps/v1/namespaces/default/deployments/fuzz"
+		if ct == applyPatchCT {
+			path += "?fieldManager=fuzz&force=true"
+		}
+		checkWrite(t, env, call{method: "PATCH", path: path, contentType: ct, body: patch})
 	})
 }
 

@@ -165,7 +165,7 @@ func TestPatch(t *testing.T) {
 
 	t.Run("unsupported patch type", func(t *testing.T) {
 		before := settle(t, env)
-		r := do(t, env, call{method: http.MethodPatch, path: podsPath + "/patched", contentType: "application/apply-patch+yaml",
+		r := do(t, env, call{method: http.MethodPatch, path: podsPath + "/patched", contentType: "text/plain",
 			body: []byte("metadata:\n  labels:\n    a: b\n")})
 		if st := status(t, r); r.code != http.StatusUnsupportedMediaType {
 			t.Errorf("got %d %s", r.code, st.Reason)

@@ -130,6 +130,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("watch", func(t *testing.T) { testWatch(t, c) })
 	t.Run("describe", func(t *testing.T) { testDescribe(t, c) })
 	t.Run("create configmap and secret", func(t *testing.T) { testCreate(t, c) })
+	t.Run("server-side apply", func(t *testing.T) { testServerSideApply(t, c) })
 	t.Run("label and annotate", func(t *testing.T) { testLabelAnnotate(t, c) })
 	t.Run("explain", func(t *testing.T) { testExplain(t, c) })
 	t.Run("api-resources", func(t *testing.T) { testAPIResources(t, c) })

@@ -1,0 +1,17 @@
+// Package apiserver is cairn's Kubernetes-compatible API server. A request
+// goes through TLS, authentication (client certificates or bearer tokens,
+// auth.go), request parsing (requestinfo.go), authorization
+// (DefaultAuthorizer or Config.Authorizer), then the verb's handler:
+// decoding (JSON, YAML, protobuf), defaulting, mutating admission,
+// validation, and one etcd transaction per write that carries the object
+// and its events.WriteMeta (storage), from which the publisher builds the
+// log. Reads come from etcd; watches come from the log (projections/logwatch).
+//
+// Writes: create, update, patch (JSON patch, merge patch, strategic merge
+// patch and server-side apply, apply.go), delete with preconditions,
+// grace periods, finalizers and propagation, deletecollection, and the
+// subresources status, scale, binding (checked against the node's room in
+// the same transaction, binding.go), finalize, log and exec (proxied to the
+// kubelet). Errors are Kubernetes Status objects with kube's codes and
+// causes, and a refused write leaves nothing in etcd or on the log.
+package apiserver
