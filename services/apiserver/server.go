@@ -76,7 +76,7 @@ type Server struct {
 	metrics *requestMetrics
 	now     func() time.Time
 	nsCache *namespaceCache
-	binds   bindCache // see bindcache.go
+	binds   bindCache     // see bindcache.go
 	fields  fieldManagers // server-side apply, see apply.go
 
 	// watches tracks open watch handlers so Run can wait for them.
