@@ -83,6 +83,19 @@ func TestServerSideApply(t *testing.T) {
 		t.Errorf("replicas %d after alice left it out, want bob's 3", *d.Spec.Replicas)
 	}
 
+	// The scale subresource of an applied object is tracked too.
+	sc, err := deps.GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 4
+	if _, err := deps.UpdateScale(ctx, "web", sc, metav1.UpdateOptions{FieldManager: "scaler"}); err != nil {
+		t.Fatalf("scale an applied deployment: %v", err)
+	}
+	if d, err = deps.Get(ctx, "web", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 4 || !slices.Contains(owners(d), "scaler/Update") {
+		t.Fatalf("after scaling: %v, managers %v", err, owners(d))
+	}
+
 	// A plain update of an applied object is tracked.
 	d.Spec.Template.Spec.Containers[0].Image = "nginx:3"
 	if d, err = deps.Update(ctx, d, metav1.UpdateOptions{FieldManager: "carol"}); err != nil {
