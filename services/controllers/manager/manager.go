@@ -272,26 +272,29 @@ func (m *Manager) mark(ctx context.Context) (events.Revision, error) {
 }
 
 // followPartitions points the pod cache at the pods of the ReplicaSets
-// (and other controllers) whose keys this replica leases: the subject
-// partitions that fall in its sharder partitions (see events.Partition).
-// The other replicas' pods are not even sent to it. With a partition
-// count that does not divide events.Partitions, it follows every pod.
+// (and other controllers) whose keys this replica leases (see
+// subjectPartitions). The other replicas' pods are not even sent to it.
 func (m *Manager) followPartitions() {
 	m.followMu.Lock()
 	defer m.followMu.Unlock()
-	n := m.sharder.Partitions()
-	if events.Partitions%n != 0 {
-		m.pods.SetPartitions(nil)
-		return
+	m.pods.SetPartitions(subjectPartitions(m.sharder.Leased(), m.sharder.Partitions()))
+}
+
+// subjectPartitions are the subject partitions (events.Partition) of the
+// keys in sharder partitions leased out of n: t such that t % n is
+// leased, since both hash keys with events.KeyHash. With an n that does
+// not divide events.Partitions they do not line up: nil, every pod.
+func subjectPartitions(leased []int, n int) []int {
+	if n <= 0 || events.Partitions%n != 0 {
+		return nil
 	}
-	leased := m.sharder.Leased()
 	parts := []int{}
 	for t := range events.Partitions {
 		if slices.Contains(leased, t%n) {
 			parts = append(parts, t)
 		}
 	}
-	m.pods.SetPartitions(parts)
+	return parts
 }
 
 func (m *Manager) onAcquire(int) {
