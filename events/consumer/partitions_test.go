@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/events"
@@ -33,7 +34,7 @@ func TestCachePartitions(t *testing.T) {
 	pB, _ := strconv.Atoi(events.Partition("a", ctlB))
 	owned := func(name, ctl string) *corev1.ConfigMap {
 		c := cm("a", name, nil)
-		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: ctl, UID: "uid-" + "ctl", Controller: ptr.To(true)}}
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: ctl, UID: types.UID("uid-" + ctl), Controller: ptr.To(true)}}
 		return c
 	}
 	mustCreate(t, env, owned("x1", ctlA))

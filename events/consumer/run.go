@@ -42,11 +42,12 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 	bo := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
 	for ctx.Err() == nil {
 		want, gen := c.wanted()
+		changed := gen != c.followingGen
 		if c.resume != 0 && !c.following.covers(want) {
 			// New partitions: their objects are not in the cache yet.
 			c.resume = 0
 		}
-		c.following = want
+		c.following, c.followingGen = want, gen
 		if c.resume == 0 {
 			rev, err := c.snapshot(ctx, rc)
 			if err != nil {
@@ -57,10 +58,9 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 				continue
 			}
 			c.resume = rev + 1
-		} else {
+		} else if changed {
 			c.forget(want)
 		}
-		c.followingGen = gen
 		started := time.Now()
 		err := c.tailUntilKicked(ctx)
 		switch {
