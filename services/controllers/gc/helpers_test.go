@@ -79,8 +79,8 @@ func runCollector(t *testing.T, cfg Config) *Controller {
 // startPartitioned runs a control plane and two collectors that split the
 // keys as two scaled-out controller-manager replicas do: each owns the
 // keys that hash to its half of two partitions, and its shared pod cache
-// follows only the pods whose controller is in its half (see
-// manager.followPartitions).
+// follows only the pods whose controller is in its half (as the
+// manager's subjectPartitions maps sharder partitions).
 func startPartitioned(t *testing.T) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
