@@ -144,6 +144,10 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod) {
 	case errors.As(err, &fe):
 		s.unguard(qp.Key)
 		s.unschedulable(ctx, qp, pod, fe, pr)
+	case errors.Is(err, fw.ErrNoNodes):
+		// As kube: unschedulable (not an error) until a node joins.
+		s.unguard(qp.Key)
+		s.noNodes(ctx, qp, pod)
 	case err != nil:
 		s.unguard(qp.Key)
 		s.log.Warn("scheduling failed", "pod", qp.Key, "err", err)
@@ -249,6 +253,21 @@ func (s *Scheduler) unschedulable(ctx context.Context, qp *queue.QueuedPod, pod 
 			s.evict(cctx, pod, c)
 		}
 		s.recorder.unschedulable(cctx, pod, msg, nominated)
+	})
+}
+
+// noNodesMessage is kube-scheduler's message for an empty cluster.
+const noNodesMessage = "no nodes available to schedule pods"
+
+// noNodes handles a pod scheduled on a cluster without nodes, as kube:
+// PodScheduled=False (Unschedulable) and a FailedScheduling event saying
+// so, and the pod waits for a cluster change (a node joining).
+func (s *Scheduler) noNodes(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod) {
+	s.stats.unschedulable.Add(1)
+	cause := s.cause(qp.Key)
+	s.queue.AddUnschedulable(qp)
+	s.async(ctx, func() {
+		s.recorder.unschedulable(consumer.WithCause(ctx, cause), pod, noNodesMessage, "")
 	})
 }
 

@@ -78,11 +78,33 @@ func TestUnschedulableReason(t *testing.T) {
 	controlplanetest.CreatePod(t, env, newPod("default", "web", "2", "1Gi"))
 	const want = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}. " +
 		"preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+	requireUnschedulable(t, env, "web", want)
+	createNodes(t, env, newNode("new", "4", "4Gi", 10))
+	eventually(t, wait, "pod bound after a node was added", func() bool { return controlplanetest.GetPod(t, env, "default", "web").Spec.NodeName == "new" })
+}
+
+// TestNoNodes: on a cluster without nodes a pod is unschedulable with
+// kube's "no nodes available" message, and is scheduled once a node joins.
+func TestNoNodes(t *testing.T) {
+	env := controlplanetest.Start(t)
+	startReplica(t, env, Config{})
+	controlplanetest.CreatePod(t, env, newPod("default", "web", "1", "1Gi"))
+	requireUnschedulable(t, env, "web", "no nodes available to schedule pods")
+	createNodes(t, env, newNode("first", "4", "4Gi", 10))
+	eventually(t, wait, "pod bound after the first node joined", func() bool {
+		return controlplanetest.GetPod(t, env, "default", "web").Spec.NodeName == "first"
+	})
+}
+
+// requireUnschedulable waits for pod name's PodScheduled=False condition
+// and FailedScheduling event, and requires both to say want.
+func requireUnschedulable(t *testing.T, env *controlplanetest.Env, name, want string) {
+	t.Helper()
 	eventually(t, wait, "Unschedulable condition", func() bool {
-		c := scheduledCondition(controlplanetest.GetPod(t, env, "default", "web"))
+		c := scheduledCondition(controlplanetest.GetPod(t, env, "default", name))
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
-	c := scheduledCondition(controlplanetest.GetPod(t, env, "default", "web"))
+	c := scheduledCondition(controlplanetest.GetPod(t, env, "default", name))
 	if c.Reason != ReasonUnschedulable || c.Message != want {
 		t.Fatalf("condition %s: %q\nwant %q", c.Reason, c.Message, want)
 	}
@@ -93,14 +115,12 @@ func TestUnschedulableReason(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == "web" && e.Reason == ReasonFailedScheduling {
+			if e.InvolvedObject.Name == name && e.Reason == ReasonFailedScheduling {
 				return e.Message == want && e.Type == corev1.EventTypeWarning
 			}
 		}
 		return false
 	})
-	createNodes(t, env, newNode("new", "4", "4Gi", 10))
-	eventually(t, wait, "pod bound after a node was added", func() bool { return controlplanetest.GetPod(t, env, "default", "web").Spec.NodeName == "new" })
 }
 
 // TestPreemption: a high-priority pod (by PriorityClass) that fits nowhere
