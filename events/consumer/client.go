@@ -67,6 +67,12 @@ func newHTTPClient(rc *rest.Config, conns int) (*http.Client, error) {
 		DialContext:         dial,
 		DisableCompression:  rc.DisableCompression,
 	})
+	if rc.UserAgent == "" {
+		// What client-go sends when it builds the transport itself; the
+		// apiserver names a write's field manager after it.
+		rc = rest.CopyConfig(rc)
+		rc.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
 	rt, err := rest.HTTPWrappersForConfig(rc, tr)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: transport: %w", err)

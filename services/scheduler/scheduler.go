@@ -136,6 +136,10 @@ func New(cfg Config) (*Scheduler, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 5000, 10000
 	}
+	if rc.UserAgent == "" {
+		// The field manager of its writes, as kube's "kube-scheduler".
+		rc.UserAgent = "cairn-scheduler"
+	}
 	client, err := consumer.NewClient(consumer.WrapConfig(rc), cfg.Workers+4)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,11 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 )
 
+// UserAgent is what the controllers send as User-Agent unless
+// Config.RestConfig sets one: the apiserver names their field manager
+// after it, as kube's "kube-controller-manager".
+const UserAgent = "cairn-controller-manager"
+
 // Config configures a controller-manager replica.
 type Config struct {
 	// RestConfig authenticates as the controller manager.
@@ -96,6 +101,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 6 * time.Second
+	}
+	if cfg.RestConfig.UserAgent == "" {
+		// The field manager of the controllers' writes (managedFields).
+		cfg.RestConfig = rest.CopyConfig(cfg.RestConfig)
+		cfg.RestConfig.UserAgent = UserAgent
 	}
 	m := &Manager{cfg: cfg, log: cfg.Log}
 	cs, err := kubernetes.NewForConfig(cfg.RestConfig)
