@@ -570,9 +570,15 @@ func testDescribe(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	c.OK(t, "create", "-f", ev)
-	rows := wantHeader(t, c.OK(t, "get", "events"), "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
+	rows := wantHeader(t, c.OK(t, "get", "events", "--field-selector", "reason=Probed"), "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
 	if len(rows) != 1 || !slices.Equal(rows[0][1:], strings.Fields("Normal Probed pod/box hello from kubectltest")) {
 		t.Errorf("get events rows = %q", rows)
+	}
+	// This cluster has no node: the scheduler says so, as kube's does.
+	rows = wantHeader(t, c.OK(t, "get", "events", "--field-selector", "involvedObject.name=box,reason=FailedScheduling"),
+		"LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
+	if len(rows) != 1 || !slices.Equal(rows[0][1:], strings.Fields("Warning FailedScheduling pod/box no nodes available to schedule pods")) {
+		t.Errorf("FailedScheduling events of box = %q", rows)
 	}
 	tests := []struct {
 		args []string
