@@ -145,9 +145,9 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPod) {
 		s.unguard(qp.Key)
 		s.unschedulable(ctx, qp, pod, fe, pr)
 	case errors.Is(err, fw.ErrNoNodes):
-		// As kube: unschedulable (not an error) until a node joins.
+		// As kube: unschedulable (not an error), with no nomination.
 		s.unguard(qp.Key)
-		s.noNodes(ctx, qp, pod)
+		s.park(ctx, qp, pod, noNodesMessage, "", nil)
 	case err != nil:
 		s.unguard(qp.Key)
 		s.log.Warn("scheduling failed", "pod", qp.Key, "err", err)
@@ -234,7 +234,6 @@ func (s *Scheduler) done(key string) {
 // PodScheduled=False with kube's message and a FailedScheduling event, and
 // parks the pod until the cluster changes.
 func (s *Scheduler) unschedulable(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod, fe *fw.FitError, pr preemption.Result) {
-	s.stats.unschedulable.Add(1)
 	nominated := pod.Status.NominatedNodeName
 	if c := pr.Candidate; c != nil {
 		s.stats.preemptions.Add(1)
@@ -244,30 +243,27 @@ func (s *Scheduler) unschedulable(ctx context.Context, qp *queue.QueuedPod, pod 
 	} else {
 		fe.Diagnosis.PostFilterMsg = pr.Message
 	}
-	msg := fe.Error()
-	cause := s.cause(qp.Key)
-	s.queue.AddUnschedulable(qp)
-	s.async(ctx, func() {
-		cctx := consumer.WithCause(ctx, cause)
-		if c := pr.Candidate; c != nil {
-			s.evict(cctx, pod, c)
-		}
-		s.recorder.unschedulable(cctx, pod, msg, nominated)
-	})
+	s.park(ctx, qp, pod, fe.Error(), nominated, pr.Candidate)
 }
 
 // noNodesMessage is kube-scheduler's message for an empty cluster.
 const noNodesMessage = "no nodes available to schedule pods"
 
-// noNodes handles a pod scheduled on a cluster without nodes, as kube:
-// PodScheduled=False (Unschedulable) and a FailedScheduling event saying
-// so, and the pod waits for a cluster change (a node joining).
-func (s *Scheduler) noNodes(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod) {
+// park parks an unschedulable pod until the cluster changes (a node
+// joining, for an empty cluster), then, off the scheduling loop, evicts
+// the victims of its preemption candidate c (if any) and records
+// PodScheduled=False with msg, the nomination and a FailedScheduling
+// event.
+func (s *Scheduler) park(ctx context.Context, qp *queue.QueuedPod, pod *corev1.Pod, msg, nominated string, c *preemption.Candidate) {
 	s.stats.unschedulable.Add(1)
 	cause := s.cause(qp.Key)
 	s.queue.AddUnschedulable(qp)
 	s.async(ctx, func() {
-		s.recorder.unschedulable(consumer.WithCause(ctx, cause), pod, noNodesMessage, "")
+		cctx := consumer.WithCause(ctx, cause)
+		if c != nil {
+			s.evict(cctx, pod, c)
+		}
+		s.recorder.unschedulable(cctx, pod, msg, nominated)
 	})
 }
 
