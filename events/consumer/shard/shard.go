@@ -146,11 +146,23 @@ func (s *Sharder) Guard(key string) (done func(), ok bool) {
 
 // Held returns the partitions this replica holds and has made ready.
 func (s *Sharder) Held() []int {
+	return s.partitions(func(p int, _ *lease) bool { return s.usableLocked(p) })
+}
+
+// Leased are the partitions this replica holds a lease on, ready or still
+// catching up, and not being released, in order: a superset of Held.
+func (s *Sharder) Leased() []int {
+	return s.partitions(func(_ int, l *lease) bool { return !l.releasing })
+}
+
+// partitions are the leased partitions that keep selects (called with mu
+// held), in order.
+func (s *Sharder) partitions(keep func(p int, l *lease) bool) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []int
-	for p := range s.leases {
-		if s.usableLocked(p) {
+	for p, l := range s.leases {
+		if keep(p, l) {
 			out = append(out, p)
 		}
 	}
@@ -333,21 +345,6 @@ func (s *Sharder) renew(ctx context.Context) {
 			s.cfg.OnRelease(p)
 		}
 	}
-}
-
-// Leased are the partitions this replica holds a lease on, ready or still
-// catching up, and not being released, in order: a superset of Held.
-func (s *Sharder) Leased() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]int, 0, len(s.leases))
-	for p, l := range s.leases {
-		if !l.releasing {
-			out = append(out, p)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // release stops using partition p, waits for its running reconciles, and
