@@ -64,7 +64,7 @@ func (s *Scheduler) Stats() Stats {
 	return Stats{Attempts: c.attempts.Load(), Scheduled: c.scheduled.Load(), Unschedulable: c.unschedulable.Load(),
 		Conflicts: c.conflicts.Load(), Overcommits: c.overcommits.Load(), Preemptions: c.preemptions.Load(), Victims: c.victims.Load(),
 		CycleTime: time.Duration(c.cycleNanos.Load()), BindTime: time.Duration(c.bindNanos.Load()),
-		EventsWritten: s.recorder.written.Load(), EventsDropped: s.recorder.dropped.Load(),
+		EventsWritten: s.recorder.Written(), EventsDropped: s.recorder.Dropped(),
 		Violations: c.violations.Load(), Descheduled: c.descheduled.Load()}
 }
 

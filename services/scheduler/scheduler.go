@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/events/consumer/shard"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
 	"github.com/cairn-dev/cairn/services/scheduler/plugins"
 	"github.com/cairn-dev/cairn/services/scheduler/queue"
@@ -144,15 +145,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	erc := rest.CopyConfig(rc)
-	erc.QPS, erc.Burst = cfg.EventQPS, cfg.EventBurst
-	if erc.QPS == 0 {
-		erc.QPS = 50
-	}
-	if erc.Burst <= 0 {
-		erc.Burst = 100
-	}
-	eventClient, err := consumer.NewClient(consumer.WrapConfig(erc), eventWriters+1)
+	eventClient, err := eventrecord.NewClient(rc, cfg.EventQPS, cfg.EventBurst)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +159,8 @@ func New(cfg Config) (*Scheduler, error) {
 		guards:     map[string]func(){},
 		confirms:   map[string]*confirmation{},
 	}
-	s.recorder = newRecorder(client, eventClient, cfg.SchedulerName, cfg.Identity, cfg.Clock, log)
+	s.recorder = &recorder{client: client, now: cfg.Clock, log: log, Recorder: eventrecord.New(eventClient,
+		eventrecord.Config{Component: cfg.SchedulerName, Instance: cfg.Identity, Now: cfg.Clock, Log: log})}
 	if err := s.newCaches(rc); err != nil {
 		return nil, err
 	}
@@ -208,7 +202,7 @@ func (s *Scheduler) newCaches(rc *rest.Config) error {
 // returns once every goroutine it started (bindings and status writes in
 // flight included) has returned; an error only if a cache fails.
 func (s *Scheduler) Run(ctx context.Context) error {
-	runners := []consumer.Runner{s.classes, s.nodes, s.pods, runnerFunc(s.loop), runnerFunc(s.recorder.run), runnerFunc(s.deschedule)}
+	runners := []consumer.Runner{s.classes, s.nodes, s.pods, runnerFunc(s.loop), runnerFunc(s.recorder.Run), runnerFunc(s.deschedule)}
 	if s.sharder != nil {
 		runners = append(runners, s.sharder)
 	}
