@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
 // ErrConfig is returned by New for an incomplete Config.
@@ -46,6 +47,11 @@ type Config struct {
 	// Clock gives the time of conditions and progress deadlines; nil is
 	// time.Now.
 	Clock func() time.Time
+	// EventQPS and EventBurst limit the rate of Event writes (see package
+	// eventrecord): 0 takes its defaults, a negative EventQPS does not
+	// limit.
+	EventQPS   float32
+	EventBurst int
 }
 
 // Controller is the Deployment controller.
@@ -57,9 +63,16 @@ type Controller struct {
 	ctrl        *consumer.Controller
 	log         *slog.Logger
 	now         func() time.Time
-	// own are the caches this controller made and runs.
+	recorder    *eventrecord.Recorder
+	// own are the caches (and the event recorder) this controller made
+	// and runs.
 	own []consumer.Runner
 }
+
+// Component is the source of the controller's Events, as kube's.
+const Component = "deployment-controller"
+
+var deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 
 var (
 	deploymentsGVR = appsv1.SchemeGroupVersion.WithResource("deployments")
@@ -85,7 +98,13 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deployment: client: %w", err)
 	}
-	c := &Controller{client: client, log: log, now: now}
+	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
+	if err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	c := &Controller{client: client, log: log, now: now,
+		recorder: eventrecord.New(eventClient, eventrecord.Config{Component: Component, Now: now, Log: log})}
+	c.own = append(c.own, c.recorder)
 	if c.deployments, err = consumer.SharedOr(cfg.Deployments, consumer.CacheConfig[*appsv1.Deployment]{
 		Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
 	}, &c.own); err != nil {

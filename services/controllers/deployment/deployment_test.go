@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 // TestDeployment runs every scenario on one control plane, each in its own
@@ -102,6 +105,36 @@ func testScale(t *testing.T, w *world) {
 		if d.Annotations[RevisionAnnotation] != "1" {
 			t.Errorf("scaling changed the revision: %s", describe(d))
 		}
+	}
+
+	// Every change of size is a ScalingReplicaSet Event on the
+	// deployment, as kube's, which kubectl describe lists.
+	rs := w.replicaSets(t, ns)[0].Name
+	want := []string{
+		"Scaled up replica set " + rs + " from 0 to 2",
+		"Scaled up replica set " + rs + " from 2 to 5",
+		"Scaled down replica set " + rs + " from 5 to 1",
+		"Scaled down replica set " + rs + " from 1 to 0",
+		"Scaled up replica set " + rs + " from 0 to 3",
+	}
+	var got []string
+	controlplanetest.Eventually(t, wait, "five ScalingReplicaSet events", func() bool {
+		got = got[:0]
+		for _, ev := range controlplanetest.ListEvents(t, w.env, ns, "web", ReasonScalingReplicaSet) {
+			if ev.Source.Component != Component || ev.InvolvedObject.Kind != "Deployment" || ev.Type != corev1.EventTypeNormal {
+				t.Fatalf("event %+v, want a Normal one from %s about the Deployment", ev, Component)
+			}
+			got = append(got, ev.Message)
+		}
+		return len(got) >= len(want)
+	})
+	slices.Sort(got)
+	if want := slices.Sorted(slices.Values(want)); !slices.Equal(got, want) {
+		t.Errorf("ScalingReplicaSet events say %q, want %q", got, want)
+	}
+	out, err := kubectl(t, w, "-n", ns, "describe", "deployment", "web")
+	if err != nil || !strings.Contains(out, "ScalingReplicaSet") || !strings.Contains(out, "Scaled up replica set "+rs+" from 0 to 3") {
+		t.Errorf("kubectl describe deployment (%v) does not list the scaling events:\n%s", err, out)
 	}
 }
 

@@ -66,10 +66,19 @@
 // owned ones that no longer match are released. Every write carries the
 // cause of the event that queued the deployment.
 //
+// # Events
+//
+// As kube's (source deployment-controller), on the Deployment, through an
+// eventrecord.Recorder with a rate-limited client of its own: Normal
+// ScalingReplicaSet on every change of a ReplicaSet's size ("Scaled up
+// replica set web-5d4f from 0 to 3", "Scaled down replica set ... from 3 to
+// 2"), Warning ReplicaSetCreateError when the new ReplicaSet cannot be
+// created, Warning SelectingAll for a selector that selects every pod.
+// Each Event's write carries the cause of the sync that recorded it.
+//
 // # Not done
 //
-// Events (ScalingReplicaSet and friends) are not recorded; the deprecated
-// spec.rollbackTo (extensions/v1beta1) does not exist in apps/v1 and is not
+// The deprecated spec.rollbackTo (extensions/v1beta1) does not exist in apps/v1 and is not
 // supported; kube 1.33's terminating-replicas accounting and pod replacement
 // policy are not ported (the bounds above cover the same ground).
 package deployment

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
 // Reconcile syncs one deployment, as kube's syncDeployment: claim its
@@ -44,9 +45,15 @@ type syncer struct {
 	requeue time.Duration
 }
 
+// event records an Event about d, caused by what this sync reacts to.
+func (s *syncer) event(d *appsv1.Deployment, typ, reason, msg string) {
+	s.recorder.Event(s.ctx, eventrecord.Ref(d, deploymentKind), typ, reason, "", msg)
+}
+
 func (s *syncer) syncDeployment(d *appsv1.Deployment) error {
 	if d.Spec.Selector == nil || apiequality.Semantic.DeepEqual(d.Spec.Selector, &metav1.LabelSelector{}) {
 		// A selector that selects everything is refused, as kube does.
+		s.event(d, corev1.EventTypeWarning, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.")
 		if d.Status.ObservedGeneration < d.Generation {
 			d.Status.ObservedGeneration = d.Generation
 			return s.updateStatus(d)
@@ -323,15 +330,19 @@ func (s *syncer) newReplicaSet(d *appsv1.Deployment, rsList, oldRSs []*appsv1.Re
 		}
 		return nil, fmt.Errorf("create replica set %s: %w", rs.Name, err)
 	case err != nil:
+		msg := fmt.Sprintf("Failed to create new replica set %q: %v", rs.Name, err)
 		if hasProgressDeadline(d) {
-			msg := fmt.Sprintf("Failed to create new replica set %q: %v", rs.Name, err)
 			setCondition(&d.Status, newCondition(appsv1.DeploymentProgressing, corev1.ConditionFalse, ReasonFailedRSCreate, msg, s.now()))
 			_ = s.updateStatus(d) // the create error is the one to report
 		}
+		s.event(d, corev1.EventTypeWarning, ReasonFailedRSCreate, msg)
 		return nil, fmt.Errorf("create replica set %s: %w", rs.Name, err)
 	}
 	if !alreadyExists {
 		s.log.Info("created replica set", "replicaSet", created.Name, "replicas", n, "revision", newRevision)
+		if n > 0 {
+			s.event(d, corev1.EventTypeNormal, ReasonScalingReplicaSet, fmt.Sprintf("Scaled up replica set %s from 0 to %d", created.Name, n))
+		}
 	}
 	needsUpdate := setDeploymentRevision(d, strconv.FormatInt(newRevision, 10))
 	if !alreadyExists && hasProgressDeadline(d) {
@@ -457,6 +468,7 @@ func (s *syncer) scaleReplicaSet(rs *appsv1.ReplicaSet, n int32, d *appsv1.Deplo
 	}
 	if sizeChanged {
 		s.log.Info("scaled replica set", "replicaSet", rs.Name, "direction", op, "from", from, "to", n)
+		s.event(d, corev1.EventTypeNormal, ReasonScalingReplicaSet, fmt.Sprintf("Scaled %s replica set %s from %d to %d", op, rs.Name, from, n))
 	}
 	*rs = *out
 	return sizeChanged, rs, nil

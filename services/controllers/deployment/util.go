@@ -57,6 +57,11 @@ const (
 	ReasonMinimumUnavailable = "MinimumReplicasUnavailable"
 )
 
+// ReasonScalingReplicaSet is the reason of the Event recorded on every
+// change of a replica set's size ("Scaled up replica set web-5d4f from 0
+// to 3"), as kube's; ReasonFailedRSCreate is also an Event's.
+const ReasonScalingReplicaSet = "ScalingReplicaSet"
+
 var annotationsToSkip = map[string]bool{
 	lastAppliedAnnotation:     true,
 	RevisionAnnotation:        true,

@@ -18,10 +18,14 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
 // Name is the controller's name in logs and metrics.
 const Name = "replicaset"
+
+// Component is the source of the controller's Events, as kube's.
+const Component = "replicaset-controller"
 
 // ErrConfig is returned by New for an incomplete Config.
 var ErrConfig = errors.New("replicaset: bad config")
@@ -61,6 +65,11 @@ type Config struct {
 	// and Run runs them.
 	Pods        *consumer.Cache[*corev1.Pod]
 	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
+	// EventQPS and EventBurst limit the rate of Event writes (see package
+	// eventrecord): 0 takes its defaults, a negative EventQPS does not
+	// limit.
+	EventQPS   float32
+	EventBurst int
 }
 
 // PodIndexers are the indexes the controller needs on a shared pod cache.
@@ -78,7 +87,9 @@ type Controller struct {
 	pods   *consumer.Cache[*corev1.Pod]
 	ctrl   *consumer.Controller
 	expect *expectations
-	// own are the caches this controller made and runs.
+	// recorder writes the Events of pod creates and deletes.
+	recorder *eventrecord.Recorder
+	// own are the caches (and the recorder) this controller made and runs.
 	own []consumer.Runner
 }
 
@@ -102,7 +113,12 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
 	}
-	var own []consumer.Runner
+	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
+	if err != nil {
+		return nil, fmt.Errorf("replicaset: new: %w", err)
+	}
+	recorder := eventrecord.New(eventClient, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log})
+	own := []consumer.Runner{recorder}
 	rsets, err := consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
 		Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
 	}, &own)
@@ -116,13 +132,14 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
 	c := &Controller{
-		own:    own,
-		log:    log,
-		now:    cfg.Clock,
-		client: client,
-		rsets:  rsets,
-		pods:   pods,
-		expect: newExpectations(cfg.Clock, ExpectationsTimeout),
+		own:      own,
+		log:      log,
+		now:      cfg.Clock,
+		client:   client,
+		rsets:    rsets,
+		pods:     pods,
+		expect:   newExpectations(cfg.Clock, ExpectationsTimeout),
+		recorder: recorder,
 	}
 	c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
 		Name: Name, Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard,

@@ -45,4 +45,14 @@
 // Every write is made with the ctx of the round, which carries the event
 // that queued the ReplicaSet: a pod created because spec.replicas went up
 // has that update's event id as its causationID.
+//
+// # Events
+//
+// As kube's pod control (source replicaset-controller), on the ReplicaSet:
+// Normal SuccessfulCreate "Created pod: NAME" and SuccessfulDelete "Deleted
+// pod: NAME" for each pod, Warning FailedCreate "Error creating: ..." and
+// FailedDelete "Error deleting: ..." for failed writes. They are written by
+// an eventrecord.Recorder, with a rate-limited client of its own, so a
+// burst of creates is never slowed by its Events; its correlator combines
+// similar ones (a ReplicaSet scaled to 100 writes about 25 Events, not 100).
 package replicaset

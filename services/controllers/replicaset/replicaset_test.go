@@ -2,7 +2,9 @@ package replicaset
 
 import (
 	"context"
+	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 func TestCreatePods(t *testing.T) {
@@ -96,6 +99,40 @@ func TestScale(t *testing.T) {
 	})
 	if st.Status.ReadyReplicas != 2 || st.Status.AvailableReplicas != 2 || st.Status.FullyLabeledReplicas != 2 {
 		t.Errorf("status %+v, want 2 ready, available and fully labeled", st.Status)
+	}
+
+	// Each create and delete is an Event on the ReplicaSet, as kube's
+	// (kubectl describe rs lists them).
+	var wantCreated, wantDeleted []string
+	for _, p := range pods {
+		wantCreated = append(wantCreated, "Created pod: "+p.Name)
+	}
+	for _, p := range pods[2:] {
+		wantDeleted = append(wantDeleted, "Deleted pod: "+p.Name)
+	}
+	checkEvents(t, env, "scale", "app", ReasonSuccessfulCreate, wantCreated)
+	checkEvents(t, env, "scale", "app", ReasonSuccessfulDelete, wantDeleted)
+}
+
+// checkEvents waits until the Events with reason about the ReplicaSet name
+// carry exactly the messages want, each once, from replicaset-controller.
+func checkEvents(t *testing.T, env *controlplanetest.Env, ns, name, reason string, want []string) {
+	t.Helper()
+	var got []string
+	controlplanetest.Eventually(t, wait, fmt.Sprintf("%d %s events", len(want), reason), func() bool {
+		got = got[:0]
+		for _, ev := range controlplanetest.ListEvents(t, env, ns, name, reason) {
+			if ev.Source.Component != Component || ev.InvolvedObject.Kind != "ReplicaSet" || ev.Type != corev1.EventTypeNormal || ev.Count != 1 {
+				t.Fatalf("event %+v, want a Normal one from %s about the ReplicaSet", ev, Component)
+			}
+			got = append(got, ev.Message)
+		}
+		return len(got) >= len(want)
+	})
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s events say %q, want %q", reason, got, want)
 	}
 }
 
@@ -283,6 +320,20 @@ func TestCausation(t *testing.T) {
 		}
 	}
 	t.Run("create", func(t *testing.T) { check(t, created, revisionOf(t, rs), 2) })
+
+	t.Run("the SuccessfulCreate event", func(t *testing.T) {
+		ev := controlplanetest.WaitForEvent(t, env, "cause", "web", ReasonSuccessfulCreate)
+		var logged *events.Event
+		if err := events.Tail(context.Background(), env.JS, events.TailOptions{Resource: "events", Namespace: "cause", Name: ev.Name}, func(e *events.Event) error {
+			logged = e
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if logged == nil || logged.CausationID != created.ID || logged.CorrelationID != created.ID {
+			t.Errorf("Event %s on the log: %+v; want causation and correlation %q (the ReplicaSet's create)", ev.Name, logged, created.ID)
+		}
+	})
 
 	t.Run("scale up", func(t *testing.T) {
 		up := scale(t, env, "cause", "web", 4)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
 var _ consumer.Reconciler = (*Controller)(nil)
@@ -109,6 +110,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 			wg.Go(func() {
 				err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 				if err == nil {
+					c.event(ctx, rs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: "+p.Name)
 					return
 				}
 				// The pod will not go (error), or went already (NotFound:
@@ -117,6 +119,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 				if apierrors.IsNotFound(err) {
 					return
 				}
+				c.event(ctx, rs, corev1.EventTypeWarning, ReasonFailedDelete, fmt.Sprintf("Error deleting: %v", err))
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
 				mu.Unlock()
@@ -171,12 +174,32 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 	if len(pod.Labels) == 0 {
 		return errors.New("replicaset: unable to create pods, no labels")
 	}
-	_, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+	out, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.event(ctx, rs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: "+out.Name)
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// The namespace is going away with its pods: nothing to do.
 		return nil
+	default:
+		c.event(ctx, rs, corev1.EventTypeWarning, ReasonFailedCreate, fmt.Sprintf("Error creating: %v", err))
 	}
 	return err
+}
+
+// Event reasons, as kube's pod control records them on the ReplicaSet.
+const (
+	ReasonSuccessfulCreate = "SuccessfulCreate"
+	ReasonFailedCreate     = "FailedCreate"
+	ReasonSuccessfulDelete = "SuccessfulDelete"
+	ReasonFailedDelete     = "FailedDelete"
+)
+
+var replicaSetKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+
+// event records an Event about rs; ctx carries the cause.
+func (c *Controller) event(ctx context.Context, rs *appsv1.ReplicaSet, typ, reason, msg string) {
+	c.recorder.Event(ctx, eventrecord.Ref(rs, replicaSetKind), typ, reason, "", msg)
 }
 
 // podFromTemplate is the pod rs creates (kube's GetPodFromTemplate).
