@@ -56,10 +56,57 @@
 //
 // # Causation
 //
-// Every write of a worker (status, the final delete) is made with
-// consumer.WithCause of the last pod event that was not the echo of its own
-// status write: the binding (or creation) for a starting pod, the delete
-// for a terminating one.
+// Every write of a worker (status, the final delete, its Events) is made
+// with consumer.WithCause of the last pod event that was not the echo of
+// its own status write: the binding (or creation) for a starting pod, the
+// delete for a terminating one.
+//
+// # Events
+//
+// Like the kubelet, it records core/v1 Events (source kubelet, host the
+// node; what kubectl describe lists), through an eventrecord.Recorder with
+// a client of its own built from Config.RestConfig (50 writes per second,
+// bursts of 100: the kubelet's eventRecordQPS). Reasons and messages are
+// the kubelet's; the events about a container refer to the pod with
+// fieldPath spec.containers{NAME} or spec.initContainers{NAME}:
+//
+//   - images (ensureImage): Pulling "Pulling image ..." before a pull;
+//     Pulled "Successfully pulled image ... in ... (... including
+//     waiting). Image size: N bytes." after one, or "Container image ...
+//     already present on machine"; Warning Failed "Failed to pull image
+//     ...: ERR"; Normal BackOff "Back-off pulling image ..." during the
+//     pull back-off; Warning ErrImageNeverPull, and InspectFailed when the
+//     runtime cannot tell whether the image is there. Each failure adds
+//     Warning Failed "Error: ErrImagePull" (ImagePullBackOff,
+//     ErrImageNeverPull, ImageInspectError), as the kubelet's container
+//     start does.
+//   - containers (startContainer): Created "Created container: NAME",
+//     Started "Started container NAME", Warning Failed "Error: ERR" when
+//     building, creating or starting it fails; Warning BackOff "Back-off
+//     restarting failed container NAME in pod NAME_NAMESPACE(UID)" on
+//     every sync that the crash-loop back-off holds a restart back;
+//     Killing "Stopping container NAME" when a deleted or finished pod's
+//     (or a dead sandbox's) containers are stopped, and "Container NAME
+//     failed liveness probe, will be restarted" (or startup) when a probe
+//     kills it.
+//   - probes: Warning Unhealthy "Liveness probe failed: OUTPUT" (Readiness,
+//     Startup) for every failed probe; the recorder's correlator turns the
+//     repeats into one event with a count.
+//   - the pod: Warning FailedMount "MountVolume.SetUp failed for volume
+//     "VOL" : ERR" and Warning FailedCreatePodSandBox "Failed to create pod
+//     sandbox: ERR".
+//   - the node (kind Node, its name as UID, in namespace default):
+//     Starting "Starting kubelet." when Run starts, and "Node NAME status
+//     is now: NodeReady" (NodeNotReady, NodeHasSufficientMemory,
+//     NodeHasNoDiskPressure, NodeHasSufficientPID ...) when a condition's
+//     status changes, its first report included: the kubelet's first
+//     report is NotReady, so it records NodeReady soon after it starts,
+//     and so does this one, which is Ready from the start.
+//
+// Events are written asynchronously. Those a pod's sync records carry its
+// cause (see Causation); probe results and the node's have none.
+// Containers of a pod already gone from the API are stopped without an
+// event.
 //
 // # HTTPS API
 //
@@ -84,5 +131,8 @@
 // sharing one client and the caller's NATS connection; each has its own
 // pod cache, filtered on the server. Their Nodes carry the label
 // cairn.dev/hollow=true and say so in their Ready condition and node
-// info; they run no containers and never probe.
+// info; they run no containers and never probe. They record no Events
+// either (no recorder, client or queue): they have no images or
+// containers to report on, and a thousand recorders in one process would
+// cost more than the nodes themselves.
 package kubelet

@@ -185,6 +185,16 @@ func TestHollowPodLifecycle(t *testing.T) {
 	if final.Status.Phase != corev1.PodSucceeded || final.Status.ContainerStatuses[0].State.Terminated == nil {
 		t.Errorf("final status before delete: %s", describe(&final))
 	}
+	// A hollow kubelet records no Events, about pods or its node.
+	l, err := env.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range l.Items {
+		if ev.Source.Component == Component {
+			t.Errorf("hollow kubelet recorded %s %q about %s", ev.Reason, ev.Message, ev.InvolvedObject.Name)
+		}
+	}
 }
 
 func TestHollowForceDelete(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/eventrecord"
 	"github.com/cairn-dev/cairn/services/kubelet/container"
 )
 
@@ -35,11 +36,13 @@ const Version = "v1.37.2-cairn"
 // Config configures a kubelet.
 type Config struct {
 	// RestConfig reaches the apiserver as this node (user
-	// system:node:<name>, group system:nodes) or as an admin.
+	// system:node:<name>, group system:nodes) or as an admin. The Events
+	// are always written through a client of their own built from it
+	// (eventrecord.NewClient: 50 writes per second, bursts of 100).
 	RestConfig *rest.Config
-	// Client, if set, is used instead of one built from RestConfig; hollow
-	// nodes share one. It must be built from consumer.WrapConfig so writes
-	// carry their causation.
+	// Client, if set, is used instead of one built from RestConfig for
+	// everything but Events; hollow nodes share one. It must be built
+	// from consumer.WrapConfig so writes carry their causation.
 	Client kubernetes.Interface
 	// JS reads the log.
 	JS       jetstream.JetStream
@@ -157,6 +160,9 @@ type Kubelet struct {
 
 	// Set by Run before anything else starts.
 	info container.Info
+	// events records the kubelet's Events; nil on a simulated runtime,
+	// which records none.
+	events *eventrecord.Recorder
 }
 
 // New builds a kubelet. It does not contact anything; Run does.
@@ -201,7 +207,8 @@ func New(cfg Config) (*Kubelet, error) {
 
 // Run registers the node and runs the kubelet until ctx ends: the pod cache
 // (this node's pods only), the pod workers, the lease and node status loops,
-// the runtime relist and, if configured, the HTTPS server. It returns nil
+// the runtime relist, the Event recorder (unless the runtime is simulated)
+// and, if configured, the HTTPS server. It returns nil
 // when ctx ends, after every goroutine it started has returned.
 func (k *Kubelet) Run(ctx context.Context) error {
 	info, err := k.rt.Info(ctx)
@@ -211,6 +218,12 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.info = info
 	if !info.Simulated && k.cfg.RootDir == "" {
 		return fmt.Errorf("kubelet: RootDir is required with runtime %s: %w", info.Name, ErrConfig)
+	}
+	if !info.Simulated {
+		if k.events, err = newRecorder(&k.cfg, k.log); err != nil {
+			return err
+		}
+		k.eventf(ctx, k.nodeRef(), corev1.EventTypeNormal, ReasonStarting, "Starting kubelet.")
 	}
 	if err := k.listen(); err != nil {
 		return err
@@ -232,6 +245,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	if k.listener != nil {
 		runners = append(runners, runner(k.serve))
+	}
+	if k.events != nil {
+		runners = append(runners, k.events)
 	}
 	if err := consumer.RunAll(ctx, runners...); err != nil {
 		return fmt.Errorf("kubelet: %w", err)

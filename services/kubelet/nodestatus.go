@@ -43,6 +43,7 @@ func (k *Kubelet) registerOnce(ctx context.Context) error {
 	_, err := nodes.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
 		k.log.Info("node registered", "ip", k.nodeIP, "runtime", k.info.Name, "simulated", k.info.Simulated)
+		k.nodeConditionEvents(ctx, nil, want.Status.Conditions)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -178,7 +179,8 @@ func (k *Kubelet) nodeInfo() corev1.NodeSystemInfo {
 }
 
 // updateNodeStatus writes the node's status if it changed (or force), and
-// returns whether it wrote.
+// returns whether it wrote. A condition whose status it changed is
+// recorded as the kubelet's node event (NodeReady ...).
 func (k *Kubelet) updateNodeStatus(ctx context.Context, cur *corev1.Node, force bool) (bool, error) {
 	n := cur.DeepCopy()
 	k.setNodeStatus(n, k.now())
@@ -188,6 +190,7 @@ func (k *Kubelet) updateNodeStatus(ctx context.Context, cur *corev1.Node, force 
 	if _, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return false, fmt.Errorf("update node status: %w", err)
 	}
+	k.nodeConditionEvents(ctx, cur.Status.Conditions, n.Status.Conditions)
 	return true, nil
 }
 

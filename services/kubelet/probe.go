@@ -53,8 +53,10 @@ type probeState struct {
 	cancel                   context.CancelFunc
 	hasReadiness, hasStartup bool
 	ready, started           bool
-	kill                     bool
-	why                      string
+	// kill is set when killedBy (liveness or startup) failed past its
+	// threshold.
+	kill     bool
+	killedBy probeKind
 }
 
 func newProber(k *Kubelet) *prober {
@@ -108,14 +110,14 @@ func (p *prober) ready(id string, c *corev1.Container) bool {
 }
 
 // shouldKill reports whether a liveness or startup probe failed past its
-// threshold.
-func (p *prober) shouldKill(id string) (bool, string) {
+// threshold, and which.
+func (p *prober) shouldKill(id string) (bool, probeKind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if st, ok := p.byID[id]; ok && st.kill {
-		return true, st.why
+		return true, st.killedBy
 	}
-	return false, ""
+	return false, 0
 }
 
 // sync starts probes for the pod's running containers that have any, and
@@ -228,8 +230,11 @@ func (p *prober) loop(ctx context.Context, st *probeState, kind probeKind, pr *c
 				successes, failures = successes+1, 0
 			} else {
 				successes, failures = 0, failures+1
+				// Every failure, as the kubelet's prober: the
+				// recorder's correlator folds the repeats.
+				p.k.containerEventf(ctx, t.pod, t.c.Name, corev1.EventTypeWarning, ReasonUnhealthy, "%s probe failed: %s", kind, out)
 			}
-			if done := p.record(st, kind, ok, successes >= succThreshold, failures >= failThreshold, out); done {
+			if done := p.record(st, kind, ok, successes >= succThreshold, failures >= failThreshold); done {
 				return
 			}
 		}
@@ -242,7 +247,7 @@ func (p *prober) loop(ctx context.Context, st *probeState, kind probeKind, pr *c
 // record applies a result; done ends the probe loop (startup succeeded,
 // or the container is to be killed). It kicks the pod's worker when the
 // result changes what the worker sees.
-func (p *prober) record(st *probeState, kind probeKind, ok, succeeded, failed bool, out string) (done bool) {
+func (p *prober) record(st *probeState, kind probeKind, ok, succeeded, failed bool) (done bool) {
 	p.mu.Lock()
 	changed := false
 	switch {
@@ -253,7 +258,7 @@ func (p *prober) record(st *probeState, kind probeKind, ok, succeeded, failed bo
 	case kind == startup && ok && succeeded:
 		st.started, changed, done = true, true, true
 	case kind != readiness && !ok && failed:
-		st.kill, st.why, changed, done = true, fmt.Sprintf("%s probe failed: %s", kind, out), true, true
+		st.kill, st.killedBy, changed, done = true, kind, true, true
 	}
 	uid := st.uid
 	p.mu.Unlock()

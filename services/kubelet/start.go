@@ -24,7 +24,8 @@ const (
 // container (env, mounts, limits), creates and starts it. A failure is
 // recorded as the container's waiting reason (ErrImagePull,
 // ImagePullBackOff, ErrImageNeverPull, CreateContainerConfigError,
-// CreateContainerError, RunContainerError) and the round retries later.
+// CreateContainerError, RunContainerError) and as a Failed event, and the
+// round retries later.
 func (k *Kubelet) startContainer(ctx context.Context, w *worker, pod *corev1.Pod, rs *container.PodStatus, c *corev1.Container, attempt uint32, log *slog.Logger) time.Duration {
 	ref, next, ok := k.ensureImage(ctx, w, pod, c)
 	if !ok {
@@ -33,63 +34,99 @@ func (k *Kubelet) startContainer(ctx context.Context, w *worker, pod *corev1.Pod
 	sb := rs.Sandbox()
 	cfg, err := k.containerConfig(ctx, pod, c, attempt, ref, sb)
 	if err != nil {
-		w.setWaiting(c.Name, "CreateContainerConfigError", err.Error())
-		return retryAfter * 5
+		return k.failContainer(ctx, w, pod, c.Name, "CreateContainerConfigError", err, retryAfter*5)
 	}
 	sbCfg := k.sandboxConfig(pod, sb.Attempt)
 	id, err := k.rt.CreateContainer(ctx, sb.ID, sbCfg, cfg)
 	if err != nil {
-		w.setWaiting(c.Name, "CreateContainerError", err.Error())
-		return retryAfter * 5
+		return k.failContainer(ctx, w, pod, c.Name, "CreateContainerError", err, retryAfter*5)
 	}
-	if err := k.rt.StartContainer(ctx, id); err != nil {
-		w.setWaiting(c.Name, "RunContainerError", err.Error())
-		return retryAfter
+	k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonCreated, "Created container: %s", c.Name)
+	if d := k.runContainer(ctx, w, pod, c.Name, id); d > 0 {
+		return d
 	}
-	w.clearWaiting(c.Name)
 	log.Debug("container started", "container", c.Name, "attempt", attempt, "id", id)
 	return 0
 }
 
+// runContainer starts a created container and records it; a failure
+// waits with RunContainerError and retries after retryAfter.
+func (k *Kubelet) runContainer(ctx context.Context, w *worker, pod *corev1.Pod, name, id string) time.Duration {
+	if err := k.rt.StartContainer(ctx, id); err != nil {
+		return k.failContainer(ctx, w, pod, name, "RunContainerError", err, retryAfter)
+	}
+	w.clearWaiting(name)
+	k.containerEventf(ctx, pod, name, corev1.EventTypeNormal, ReasonStarted, "Started container %s", name)
+	return 0
+}
+
+// failContainer makes the container wait with reason and records the
+// kubelet's Failed event; it returns retry.
+func (k *Kubelet) failContainer(ctx context.Context, w *worker, pod *corev1.Pod, name, reason string, err error, retry time.Duration) time.Duration {
+	w.setWaiting(name, reason, err.Error())
+	k.containerEventf(ctx, pod, name, corev1.EventTypeWarning, ReasonFailed, "Error: %v", err)
+	return retry
+}
+
 // ensureImage honours imagePullPolicy (Always; IfNotPresent, the default
 // for tagged images; Never) with a pull back-off per image, as the kubelet's
-// image manager does.
+// image manager does, and records its events (Pulling, Pulled, Failed,
+// BackOff, ErrImageNeverPull).
 func (k *Kubelet) ensureImage(ctx context.Context, w *worker, pod *corev1.Pod, c *corev1.Container) (string, time.Duration, bool) {
+	start := k.now()
 	policy := c.ImagePullPolicy
 	if policy == "" {
 		policy = corev1.PullIfNotPresent
 	}
+	// imageFailed makes the container wait with reason and msg, and
+	// records the event the kubelet's container start adds: "Error:
+	// <reason>".
+	imageFailed := func(reason, msg string) {
+		w.setWaiting(c.Name, reason, msg)
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeWarning, ReasonFailed, "Error: %s", reason)
+	}
 	present, err := k.rt.ImageRef(ctx, c.Image)
 	if err != nil {
-		w.setWaiting(c.Name, "ErrImageInspect", err.Error())
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeWarning, ReasonInspectFailed, "Failed to inspect image %q: %v", c.Image, err)
+		imageFailed("ImageInspectError", err.Error())
 		return "", retryAfter * 5, false
 	}
 	switch {
 	case policy == corev1.PullNever && present == "":
-		w.setWaiting(c.Name, "ErrImageNeverPull",
-			fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image))
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeWarning, ReasonErrImageNeverPull, "%s", msg)
+		imageFailed("ErrImageNeverPull", msg)
 		return "", retryAfter * 5, false
 	case policy == corev1.PullNever, policy == corev1.PullIfNotPresent && present != "":
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonPulled, "Container image %q already present on machine", c.Image)
 		return present, 0, true
 	}
 	key := "image/" + c.Image
 	if in, end := k.pulls.inBackOffSinceUpdate(key); in {
-		w.setWaiting(c.Name, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonBackOff, "%s", msg)
+		imageFailed("ImagePullBackOff", msg)
 		return "", end.Sub(k.now()), false
 	}
-	ref, err := k.rt.PullImage(ctx, c.Image)
+	k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonPulling, "Pulling image %q", c.Image)
+	pullStart := k.now()
+	img, err := k.rt.PullImage(ctx, c.Image)
 	if err != nil {
 		k.pulls.next(key, k.now())
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeWarning, ReasonFailed, "Failed to pull image %q: %v", c.Image, err)
 		msg := err.Error()
 		if errors.Is(err, container.ErrImagePull) {
 			msg = fmt.Sprintf("failed to pull image %q: %v", c.Image, err)
 		}
-		w.setWaiting(c.Name, "ErrImagePull", msg)
+		imageFailed("ErrImagePull", msg)
 		// Look again within the back-off, which then shows
 		// ImagePullBackOff, as the kubelet's next sync does.
 		return "", min(retryAfter, k.pulls.delay(key)/2), false
 	}
-	return ref, 0, true
+	now := k.now()
+	k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonPulled, "%s",
+		pulledMessage(c.Image, now.Sub(pullStart), now.Sub(start), img.Size))
+	return img.Ref, 0, true
 }
 
 // logDir is where a pod's container logs go, as the kubelet lays them out

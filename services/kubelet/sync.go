@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +57,7 @@ func (k *Kubelet) syncGone(ctx context.Context, w *worker, rs *container.PodStat
 		return 0, true
 	}
 	log.Info("removing pod that is gone from the API")
-	k.killContainers(ctx, rs, minGrace, log)
+	k.killContainers(ctx, nil, rs, minGrace, log)
 	if err := k.removePod(ctx, rs); err != nil {
 		k.logErr(ctx, "remove pod", err)
 		return retryAfter, false
@@ -82,7 +83,7 @@ func (k *Kubelet) syncTerminating(ctx context.Context, w *worker, pod *corev1.Po
 	} else if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
-	k.killContainers(ctx, rs, max(grace, minGrace), log)
+	k.killContainers(ctx, pod, rs, max(grace, minGrace), log)
 	for _, sb := range rs.Sandboxes {
 		if sb.State == container.SandboxReady {
 			if err := k.rt.StopSandbox(ctx, sb.ID); err != nil && !errors.Is(err, container.ErrNotFound) {
@@ -122,7 +123,7 @@ func (k *Kubelet) stopPod(ctx context.Context, pod *corev1.Pod, rs *container.Po
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
-	k.killContainers(ctx, rs, max(grace, minGrace), log)
+	k.killContainers(ctx, pod, rs, max(grace, minGrace), log)
 	for _, sb := range rs.Sandboxes {
 		if sb.State == container.SandboxReady {
 			k.logErr(ctx, "stop sandbox", k.rt.StopSandbox(ctx, sb.ID))
@@ -131,8 +132,9 @@ func (k *Kubelet) stopPod(ctx context.Context, pod *corev1.Pod, rs *container.Po
 }
 
 // killContainers stops every running or created container, all at once,
-// each with the grace period.
-func (k *Kubelet) killContainers(ctx context.Context, rs *container.PodStatus, grace time.Duration, log *slog.Logger) {
+// each with the grace period, recording Killing for each unless pod is
+// nil (a pod gone from the API).
+func (k *Kubelet) killContainers(ctx context.Context, pod *corev1.Pod, rs *container.PodStatus, grace time.Duration, log *slog.Logger) {
 	done := make(chan struct{})
 	n := 0
 	for _, c := range rs.Containers {
@@ -143,6 +145,9 @@ func (k *Kubelet) killContainers(ctx context.Context, rs *container.PodStatus, g
 		go func() {
 			defer func() { done <- struct{}{} }()
 			log.Debug("stopping container", "container", c.Name, "id", c.ID, "grace", grace)
+			if pod != nil {
+				k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonKilling, "Stopping container %s", c.Name)
+			}
 			if err := k.rt.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, container.ErrNotFound) {
 				k.logErr(ctx, "stop container "+c.Name, err)
 			}
@@ -247,7 +252,7 @@ func shouldRestart(pod *corev1.Pod, c *container.Container) bool {
 // new sandbox (killing the containers of a dead one first). ok is false
 // when the round must end here.
 func (k *Kubelet) createSandbox(ctx context.Context, w *worker, pod *corev1.Pod, rs *container.PodStatus, log *slog.Logger) (time.Duration, bool) {
-	k.killContainers(ctx, rs, minGrace, log)
+	k.killContainers(ctx, pod, rs, minGrace, log)
 	k.logErr(ctx, "pod status", k.writeStatus(ctx, w, pod, k.podStatus(pod, rs, w, false)))
 	if !k.info.Simulated {
 		if err := k.setupVolumes(ctx, pod); err != nil {
@@ -263,6 +268,7 @@ func (k *Kubelet) createSandbox(ctx context.Context, w *worker, pod *corev1.Pod,
 	id, err := k.rt.RunSandbox(ctx, k.sandboxConfig(pod, attempt))
 	if err != nil {
 		k.logErr(ctx, "run sandbox", err)
+		k.podEventf(ctx, pod, corev1.EventTypeWarning, ReasonFailedCreateSandbox, "Failed to create pod sandbox: %v", err)
 		return retryAfter * 2, false
 	}
 	log.Debug("sandbox ready", "id", id, "took", k.now().Sub(start))
@@ -290,7 +296,8 @@ func (k *Kubelet) syncContainers(ctx context.Context, w *worker, pod *corev1.Pod
 		case latest.State == container.StateRunning:
 			return 0 // wait for it: the relist kicks when it exits
 		case latest.State == container.StateCreated:
-			return k.resumeCreated(ctx, w, c, latest)
+			// Left created by a kubelet that died between create and start.
+			return k.runContainer(ctx, w, pod, c.Name, latest.ID)
 		case latest.State == container.StateExited && latest.ExitCode == 0:
 			continue
 		case pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
@@ -309,13 +316,14 @@ func (k *Kubelet) syncContainers(ctx context.Context, w *worker, pod *corev1.Pod
 		case latest == nil:
 			d = k.startContainer(ctx, w, pod, rs, c, nextAttempt(rs, c.Name), log)
 		case latest.State == container.StateRunning:
-			if kill, why := k.probes.shouldKill(latest.ID); kill {
-				log.Info("killing container", "container", c.Name, "reason", why)
-				k.killContainer(ctx, pod, latest, log)
+			if kill, probe := k.probes.shouldKill(latest.ID); kill {
+				msg := fmt.Sprintf("Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(probe.String()))
+				log.Info("killing container", "container", c.Name, "reason", msg)
+				k.killContainer(ctx, pod, latest, msg)
 				d = 10 * time.Millisecond
 			}
 		case latest.State == container.StateCreated:
-			d = k.resumeCreated(ctx, w, c, latest)
+			d = k.runContainer(ctx, w, pod, c.Name, latest.ID)
 		case latest.State == container.StateExited && shouldRestart(pod, latest):
 			d = k.restart(ctx, w, pod, rs, c, latest, log)
 		}
@@ -337,12 +345,15 @@ func (k *Kubelet) stopDuplicates(ctx context.Context, pod *corev1.Pod, rs *conta
 	for _, c := range rs.ContainersNamed(latest.Name) {
 		if c.ID != latest.ID && c.State == container.StateRunning {
 			log.Warn("stopping a second copy of a container", "container", c.Name, "id", c.ID)
-			k.killContainer(ctx, pod, c, log)
+			k.killContainer(ctx, pod, c, "Stopping container "+c.Name)
 		}
 	}
 }
 
-func (k *Kubelet) killContainer(ctx context.Context, pod *corev1.Pod, c *container.Container, _ *slog.Logger) {
+// killContainer stops one container with the pod's grace period, recording
+// Killing with msg.
+func (k *Kubelet) killContainer(ctx context.Context, pod *corev1.Pod, c *container.Container, msg string) {
+	k.containerEventf(ctx, pod, c.Name, corev1.EventTypeNormal, ReasonKilling, "%s", msg)
 	grace := 30 * time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
@@ -351,17 +362,6 @@ func (k *Kubelet) killContainer(ctx context.Context, pod *corev1.Pod, c *contain
 		k.logErr(ctx, "stop container", err)
 	}
 	k.probes.forget(c.ID)
-}
-
-// resumeCreated starts a container left created (a kubelet that died
-// between create and start).
-func (k *Kubelet) resumeCreated(ctx context.Context, w *worker, c *corev1.Container, latest *container.Container) time.Duration {
-	if err := k.rt.StartContainer(ctx, latest.ID); err != nil {
-		w.setWaiting(c.Name, "RunContainerError", err.Error())
-		return retryAfter
-	}
-	w.clearWaiting(c.Name)
-	return 0
 }
 
 // nextAttempt is one more than the highest attempt of the container, 0 for
@@ -379,6 +379,8 @@ func nextAttempt(rs *container.PodStatus, name string) uint32 {
 func (k *Kubelet) restart(ctx context.Context, w *worker, pod *corev1.Pod, rs *container.PodStatus, c *corev1.Container, latest *container.Container, log *slog.Logger) time.Duration {
 	key := string(pod.UID) + "/" + c.Name
 	if in, end := k.crashes.inBackOffSince(key, latest.FinishedAt); in {
+		k.containerEventf(ctx, pod, c.Name, corev1.EventTypeWarning, ReasonBackOff, "Back-off restarting failed container %s in pod %s_%s(%s)",
+			c.Name, pod.Name, pod.Namespace, pod.UID)
 		w.setWaiting(c.Name, "CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 			k.crashes.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID))
 		return end.Sub(k.now())

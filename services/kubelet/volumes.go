@@ -45,7 +45,8 @@ func (k *Kubelet) volumeDir(uid string, v *corev1.Volume) string {
 // emptyDir directories, hostPath checks (creating DirectoryOrCreate and
 // FileOrCreate), and the files of configMap, secret, downwardAPI and
 // projected volumes, read through the apiserver and written to the pod's
-// directory. emptyDir with medium Memory is a plain directory here.
+// directory. emptyDir with medium Memory is a plain directory here. A
+// volume that fails is recorded as a FailedMount event.
 func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
@@ -67,6 +68,7 @@ func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 			}
 		}
 		if err != nil {
+			k.podEventf(ctx, pod, corev1.EventTypeWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", v.Name, err)
 			return fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 	}

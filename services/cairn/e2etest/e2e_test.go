@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -89,6 +90,8 @@ func TestE2E(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+
+	t.Run("kubectl describe shows the rollout's events", func(t *testing.T) { c.checkDescribeEvents(t, web[0].Name) })
 
 	t.Run("pod to pod by IP, logs", func(t *testing.T) {
 		from, to := web[0], web[1]
@@ -182,6 +185,7 @@ func TestE2E(t *testing.T) {
 			return nil
 		})
 		t.Log(last)
+		c.describeShows(t, "pod", "crash", `Warning\s+BackOff\s+.*kubelet\s+Back-off restarting failed container crash in pod crash_default\(`)
 	})
 
 	t.Run("delete removes containers, sandboxes, network namespaces", func(t *testing.T) {
@@ -372,4 +376,35 @@ func sandboxNetNS(t testing.TB, cri runtimeapi.RuntimeServiceClient, id string) 
 		t.Fatal(err)
 	}
 	return path
+}
+
+// checkDescribeEvents checks, through kubectl describe, the Events that
+// each component records for a Deployment's rollout, as Kubernetes'
+// components record them: the deployment controller's ScalingReplicaSet,
+// the ReplicaSet controller's SuccessfulCreate, the scheduler's Scheduled
+// and the kubelet's Pulled, Created and Started on the pod.
+func (c *cluster) checkDescribeEvents(t *testing.T, pod string) {
+	c.describeShows(t, "deployment", "web", `Normal\s+ScalingReplicaSet\s+.*deployment-controller\s+Scaled up replica set web-[a-z0-9]+ from 0 to 3`)
+	rs := strings.TrimSpace(c.OK(t, "get", "pod", pod, "-o", "jsonpath={.metadata.ownerReferences[0].name}"))
+	c.describeShows(t, "replicaset", rs, `Normal\s+SuccessfulCreate\s+.*replicaset-controller\s+Created pod: web-`)
+	c.describeShows(t, "pod", pod,
+		`Normal\s+Scheduled\s+.*default-scheduler\s+Successfully assigned default/`+pod+` to `,
+		`Normal\s+Pulled\s+.*kubelet\s+Container image "cairn.local/busybox:1.36" already present on machine`,
+		`Normal\s+Created\s+.*kubelet\s+Created container: httpd`,
+		`Normal\s+Started\s+.*kubelet\s+Started container httpd`)
+}
+
+// describeShows polls kubectl describe kind/name until its output matches
+// every pattern: Events are written asynchronously.
+func (c *cluster) describeShows(t *testing.T, kind, name string, patterns ...string) {
+	t.Helper()
+	poll(t, 30*time.Second, fmt.Sprintf("kubectl describe %s %s to list %q", kind, name, patterns), func() error {
+		out := c.OK(t, "describe", kind, name)
+		for _, p := range patterns {
+			if !regexp.MustCompile(p).MatchString(out) {
+				return fmt.Errorf("no match for %s in:\n%s", p, cairntest.Tail(out, 15))
+			}
+		}
+		return nil
+	})
 }

@@ -43,9 +43,9 @@ type Runtime interface {
 	// ImageRef returns the reference (digest id) of a locally present
 	// image, or "" when it is not present.
 	ImageRef(ctx context.Context, image string) (string, error)
-	// PullImage pulls an image and returns its reference; failures wrap
-	// ErrImagePull.
-	PullImage(ctx context.Context, image string) (string, error)
+	// PullImage pulls an image and returns it (its reference, and its
+	// size when the runtime knows it); failures wrap ErrImagePull.
+	PullImage(ctx context.Context, image string) (Image, error)
 
 	// CreateContainer creates a container in a ready sandbox.
 	CreateContainer(ctx context.Context, sandboxID string, sb *SandboxConfig, cfg *ContainerConfig) (string, error)
@@ -83,6 +83,14 @@ type Info struct {
 	// Simulated is true for runtimes that run nothing (hollow nodes): the
 	// kubelet then labels its node so, and probes always succeed.
 	Simulated bool
+}
+
+// Image is a pulled image.
+type Image struct {
+	// Ref is the image's reference (digest id), as ImageRef returns it.
+	Ref string
+	// Size is its size in bytes, 0 when unknown.
+	Size uint64
 }
 
 // SandboxState is the state of a sandbox.

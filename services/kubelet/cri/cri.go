@@ -164,13 +164,19 @@ func (r *Runtime) ImageRef(ctx context.Context, image string) (string, error) {
 	return resp.Image.Id, nil
 }
 
-// PullImage implements container.Runtime.
-func (r *Runtime) PullImage(ctx context.Context, image string) (string, error) {
+// PullImage implements container.Runtime. The size comes from an
+// ImageStatus after the pull (PullImage does not return it), as the
+// kubelet's image puller asks for it; without it the size is 0.
+func (r *Runtime) PullImage(ctx context.Context, image string) (container.Image, error) {
 	resp, err := r.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})
 	if err != nil {
-		return "", fmt.Errorf("cri: pull %s: %w: %w", image, container.ErrImagePull, err)
+		return container.Image{}, fmt.Errorf("cri: pull %s: %w: %w", image, container.ErrImagePull, err)
 	}
-	return resp.ImageRef, nil
+	img := container.Image{Ref: resp.ImageRef}
+	if st, err := r.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: resp.ImageRef}}); err == nil && st.Image != nil {
+		img.Size = st.Image.Size
+	}
+	return img, nil
 }
 
 // CreateContainer implements container.Runtime.

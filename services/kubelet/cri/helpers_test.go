@@ -308,3 +308,66 @@ func (r *rig) attemptStarts(p *corev1.Pod) []time.Time {
 	}
 	return ts
 }
+
+// waitEvent waits for an Event the kubelet recorded about the object
+// called name in ns with reason, whose message starts with msg, and
+// returns it. On a timeout it lists the object's kubelet events.
+func (r *rig) waitEvent(ns, name, reason, msg string) corev1.Event {
+	r.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		for _, ev := range controlplanetest.ListEvents(r.t, r.env, ns, name, reason) {
+			if ev.Source.Component == kubelet.Component && strings.HasPrefix(ev.Message, msg) {
+				if ev.Source.Host != "n1" || ev.ReportingController != kubelet.Component || ev.ReportingInstance != "n1" {
+					r.t.Errorf("event %s %q: source %+v, reporting %s/%s", reason, ev.Message, ev.Source, ev.ReportingController, ev.ReportingInstance)
+				}
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no %s event %q... about %s; its events: %s", reason, msg, name, r.eventsAbout(ns, name))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// containerEvent is waitEvent for an event about container c of the pod
+// called name; it checks the reference to the container.
+func (r *rig) containerEvent(name, fieldPath, typ, reason, msg string) corev1.Event {
+	r.t.Helper()
+	ev := r.waitEvent("default", name, reason, msg)
+	if ev.Type != typ || ev.InvolvedObject.Kind != "Pod" || ev.InvolvedObject.FieldPath != fieldPath || ev.InvolvedObject.UID == "" {
+		r.t.Errorf("%s event %q: type %s, involvedObject %+v; want %s about %s", reason, ev.Message, ev.Type, ev.InvolvedObject, typ, fieldPath)
+	}
+	return ev
+}
+
+func (r *rig) eventsAbout(ns, name string) string {
+	l, err := r.env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, ev := range l.Items {
+		fmt.Fprintf(&b, "\n  %s %s %s (%s, x%d): %s", ev.Type, ev.Reason, ev.Source.Component, ev.InvolvedObject.FieldPath, ev.Count, ev.Message)
+	}
+	return b.String()
+}
+
+// firstLogged is the first event on the log about the object of resource
+// called name in ns: its create.
+func (r *rig) firstLogged(resource, ns, name string) *events.Event {
+	r.t.Helper()
+	var out *events.Event
+	err := events.Tail(context.Background(), r.env.JS, events.TailOptions{Resource: resource, Namespace: ns, Name: name},
+		func(e *events.Event) error {
+			if out == nil {
+				out = e
+			}
+			return nil
+		})
+	if err != nil || out == nil {
+		r.t.Fatalf("%s %s/%s on the log: %v, %v", resource, ns, name, out, err)
+	}
+	return out
+}

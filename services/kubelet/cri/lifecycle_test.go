@@ -2,6 +2,7 @@ package cri_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 func TestProbes(t *testing.T) {
@@ -46,6 +49,7 @@ func TestProbes(t *testing.T) {
 	r.waitPod("probed", "not ready", func(p *corev1.Pod) bool {
 		return condition(p, corev1.PodReady) == corev1.ConditionFalse && !status(p, "web").Ready
 	})
+	r.containerEvent("probed", "spec.containers{web}", corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 404")
 }
 
 func TestLivenessFailureRestarts(t *testing.T) {
@@ -74,6 +78,8 @@ func TestLivenessFailureRestarts(t *testing.T) {
 		if term := status(p, "c").LastTerminationState.Terminated; term.ExitCode != 137 || term.Reason != "Error" {
 			t.Errorf("%s: last state %+v", name, term)
 		}
+		r.containerEvent(name, "spec.containers{c}", corev1.EventTypeWarning, "Unhealthy", "Liveness probe failed: ")
+		r.containerEvent(name, "spec.containers{c}", corev1.EventTypeNormal, "Killing", "Container c failed liveness probe, will be restarted")
 	}
 }
 
@@ -92,6 +98,8 @@ func TestStartupProbeFailureKills(t *testing.T) {
 		t.Errorf("started before the startup probe passed: %+v", cs)
 	}
 	r.waitPod("slow", "killed by startup probe", func(p *corev1.Pod) bool { return status(p, "c").RestartCount >= 1 })
+	r.containerEvent("slow", "spec.containers{c}", corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: ")
+	r.containerEvent("slow", "spec.containers{c}", corev1.EventTypeNormal, "Killing", "Container c failed startup probe, will be restarted")
 }
 
 func TestInitContainers(t *testing.T) {
@@ -126,6 +134,8 @@ func TestInitContainers(t *testing.T) {
 	if got := r.exec(p, "main", "cat", "/work/order"); got != "first\nsecond\nmain" {
 		t.Errorf("order: %q", got)
 	}
+	r.containerEvent("init", "spec.initContainers{first}", corev1.EventTypeNormal, "Started", "Started container first")
+	r.containerEvent("init", "spec.containers{main}", corev1.EventTypeNormal, "Started", "Started container main")
 }
 
 func TestInitContainerFailureNever(t *testing.T) {
@@ -215,6 +225,13 @@ func TestCrashLoopBackOff(t *testing.T) {
 		}
 	}
 	t.Logf("attempt starts: %v", starts)
+	r.containerEvent("crash", "spec.containers{c}", corev1.EventTypeWarning, "BackOff",
+		fmt.Sprintf("Back-off restarting failed container c in pod crash_default(%s)", p.UID))
+	// Every sync in back-off records it again: one event counts them.
+	controlplanetest.Eventually(t, wait, "one BackOff event counting repeats", func() bool {
+		evs := controlplanetest.ListEvents(t, r.env, "default", "crash", "BackOff")
+		return len(evs) == 1 && evs[0].Count >= 2
+	})
 }
 
 func TestGracefulTermination(t *testing.T) {
@@ -261,5 +278,6 @@ func TestGracefulTermination(t *testing.T) {
 		if _, err := os.Stat(r.dir + "/pods/" + string(tc.pod.UID)); !os.IsNotExist(err) {
 			t.Errorf("%s: pod dir left: %v", tc.pod.Name, err)
 		}
+		r.containerEvent(tc.pod.Name, "spec.containers{c}", corev1.EventTypeNormal, "Killing", "Stopping container c")
 	}
 }

@@ -69,6 +69,12 @@ func TestPodRuns(t *testing.T) {
 			},
 		},
 	})
+	// A pod whose configMap volume cannot be set up never starts.
+	r.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nocm"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Command: []string{"sleep", "3600"}}},
+		Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}}}}},
+	}})
 	p = r.waitReady("full")
 
 	// Status as Kubernetes shows it.
@@ -114,4 +120,31 @@ func TestPodRuns(t *testing.T) {
 	if log := r.readLog(p, "main", 0); !strings.Contains(log, " stdout F started hello") {
 		t.Errorf("log file: %q", log)
 	}
+
+	t.Run("events", func(t *testing.T) {
+		const main = "spec.containers{main}"
+		r.containerEvent("full", main, corev1.EventTypeNormal, "Pulled", `Container image "`+busybox+`" already present on machine`)
+		r.containerEvent("full", main, corev1.EventTypeNormal, "Created", "Created container: main")
+		started := r.containerEvent("full", main, corev1.EventTypeNormal, "Started", "Started container main")
+		if started.Message != "Started container main" || started.Count != 1 || started.InvolvedObject.Name != "full" ||
+			started.InvolvedObject.Namespace != "default" || started.InvolvedObject.UID != p.UID || !started.EventTime.IsZero() {
+			t.Errorf("Started event: %+v", started)
+		}
+		// The event's create carries the cause of the sync that started
+		// the container: the pod's creation.
+		created, logged := r.firstLogged("pods", "default", "full"), r.firstLogged("events", "default", started.Name)
+		if logged.CausationID != created.ID || logged.CorrelationID != created.CorrelationID {
+			t.Errorf("Started event's create: causation %q correlation %q, want %q %q", logged.CausationID, logged.CorrelationID, created.ID, created.CorrelationID)
+		}
+		fm := r.waitEvent("default", "nocm", "FailedMount", `MountVolume.SetUp failed for volume "cfg" : configmap "absent"`)
+		if fm.Type != corev1.EventTypeWarning || fm.InvolvedObject.FieldPath != "" {
+			t.Errorf("FailedMount event: %+v", fm)
+		}
+		for reason, msg := range map[string]string{"Starting": "Starting kubelet.", "NodeReady": "Node n1 status is now: NodeReady"} {
+			ev := r.waitEvent(metav1.NamespaceDefault, "n1", reason, msg)
+			if ev.Type != corev1.EventTypeNormal || ev.InvolvedObject != (corev1.ObjectReference{Kind: "Node", Name: "n1", UID: "n1"}) {
+				t.Errorf("%s event: %s about %+v", reason, ev.Type, ev.InvolvedObject)
+			}
+		}
+	})
 }

@@ -140,8 +140,8 @@ func (r *Runtime) ImageRef(_ context.Context, image string) (string, error) {
 }
 
 // PullImage implements container.Runtime: every pull succeeds.
-func (r *Runtime) PullImage(_ context.Context, image string) (string, error) {
-	return imageRef(image), nil
+func (r *Runtime) PullImage(_ context.Context, image string) (container.Image, error) {
+	return container.Image{Ref: imageRef(image)}, nil
 }
 
 func imageRef(image string) string { return "hollow://" + image }
