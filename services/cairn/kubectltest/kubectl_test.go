@@ -590,15 +590,29 @@ func testDescribe(t *testing.T, c *cluster) {
 		{[]string{"deployment", "web"}, []string{`(?m)^Name:\s+web$`, `(?m)^Namespace:\s+default$`, `(?m)^Labels:\s+app=web$`,
 			`(?m)^Selector:\s+app=web$`, `(?m)^Replicas:\s+3 desired \| \d+ updated \| \d+ total \| 0 available \| \d+ unavailable$`,
 			`(?m)^StrategyType:\s+RollingUpdate$`, `(?m)^OldReplicaSets:\s+web-[a-z0-9]+ \(\d+/\d+ replicas created\)`,
-			`(?m)^NewReplicaSet:\s+web-[a-z0-9]+ \(\d+/\d+ replicas created\)$`, `(?m)^Events:\s+<none>$`}},
+			`(?m)^NewReplicaSet:\s+web-[a-z0-9]+ \(\d+/\d+ replicas created\)$`,
+			// The deployment controller's Events, as kube's.
+			`(?m)^Events:\n\s+Type\s+Reason\s+Age\s+From\s+Message$`,
+			`(?m)^\s+Normal\s+ScalingReplicaSet\s+\S+\s+deployment-controller\s+Scaled up replica set web-[a-z0-9]+ from 0 to \d+$`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
-			out := c.OK(t, append([]string{"describe"}, tt.args...)...)
-			for _, re := range tt.want {
-				if !regexp.MustCompile(re).MatchString(out) {
-					t.Errorf("describe %s does not match %s:\n%s", tt.args[0], re, out)
+			// Events are written asynchronously: look again for a while.
+			var out string
+			var missing []string
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				out, missing = c.OK(t, append([]string{"describe"}, tt.args...)...), nil
+				for _, re := range tt.want {
+					if !regexp.MustCompile(re).MatchString(out) {
+						missing = append(missing, re)
+					}
 				}
+				if len(missing) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, re := range missing {
+				t.Errorf("describe %s does not match %s:\n%s", tt.args[0], re, out)
 			}
 		})
 	}
