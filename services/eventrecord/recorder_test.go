@@ -70,6 +70,33 @@ func TestRecorder(t *testing.T) {
 		})
 	})
 
+	t.Run("a burst passes 25 events per object", func(t *testing.T) {
+		burst := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "burst", UID: "burst-uid"}
+		for i := range 40 {
+			r.Eventf(ctx, burst, corev1.EventTypeNormal, "Burst", "", "message %d", i)
+		}
+		// Nine on their own, then one combining the next sixteen; the
+		// last fifteen are dropped.
+		var evs []corev1.Event
+		controlplanetest.Eventually(t, 10*time.Second, "25 Burst events written", func() bool {
+			evs = controlplanetest.ListEvents(t, env, "default", "burst", "Burst")
+			n := int32(0)
+			for _, ev := range evs {
+				n += ev.Count
+			}
+			return n >= 25
+		})
+		time.Sleep(time.Second) // anything more would be written by now
+		evs = controlplanetest.ListEvents(t, env, "default", "burst", "Burst")
+		n := int32(0)
+		for _, ev := range evs {
+			n += ev.Count
+		}
+		if len(evs) != 10 || n != 25 {
+			t.Errorf("%d Burst events with counts summing to %d, want 10 summing to 25", len(evs), n)
+		}
+	})
+
 	t.Run("cluster-scoped objects' events live in default", func(t *testing.T) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
 		r.Event(ctx, eventrecord.Ref(node, corev1.SchemeGroupVersion.WithKind("Node")), corev1.EventTypeNormal, "NodeTested", "", "hello")

@@ -48,7 +48,8 @@ type Config struct {
 	// time.Now.
 	Clock func() time.Time
 	// EventQPS and EventBurst limit the rate of Event writes (see package
-	// eventrecord): 0 takes its defaults, a negative EventQPS does not
+	// eventrecord): 0 takes eventrecord.ControllerQPS and ControllerBurst,
+	// as kube-controller-manager's clients; a negative EventQPS does not
 	// limit.
 	EventQPS   float32
 	EventBurst int
@@ -97,6 +98,12 @@ func New(cfg Config) (*Controller, error) {
 	client, err := consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), max(cfg.Workers, 1)+1)
 	if err != nil {
 		return nil, fmt.Errorf("deployment: client: %w", err)
+	}
+	if cfg.EventQPS == 0 {
+		cfg.EventQPS = eventrecord.ControllerQPS
+	}
+	if cfg.EventBurst <= 0 {
+		cfg.EventBurst = eventrecord.ControllerBurst
 	}
 	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
 	if err != nil {

@@ -66,7 +66,8 @@ type Config struct {
 	Pods        *consumer.Cache[*corev1.Pod]
 	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
 	// EventQPS and EventBurst limit the rate of Event writes (see package
-	// eventrecord): 0 takes its defaults, a negative EventQPS does not
+	// eventrecord): 0 takes eventrecord.ControllerQPS and ControllerBurst,
+	// as kube-controller-manager's clients; a negative EventQPS does not
 	// limit.
 	EventQPS   float32
 	EventBurst int
@@ -112,6 +113,12 @@ func New(cfg Config) (*Controller, error) {
 	client, err := consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), cfg.Workers*32)
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
+	}
+	if cfg.EventQPS == 0 {
+		cfg.EventQPS = eventrecord.ControllerQPS
+	}
+	if cfg.EventBurst <= 0 {
+		cfg.EventBurst = eventrecord.ControllerBurst
 	}
 	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
 	if err != nil {
