@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
@@ -38,6 +39,24 @@ type AdmissionPlugin interface {
 	Admit(ctx context.Context, a *AdmissionRequest) error
 }
 
+// mutate runs kube-apiserver's built-in mutating admission that cairn
+// implements: DefaultTolerationSeconds (defaultTolerationSeconds), which
+// makes pods tolerate the node.kubernetes.io/not-ready and
+// node.kubernetes.io/unreachable NoExecute taints for
+// Config.NotReadyTolerationSeconds and Config.UnreachableTolerationSeconds
+// (300 s) unless they already tolerate them.
+//
+// As in kube, it runs on every create and update, dry runs included, after
+// defaulting and before the resource's PrepareForCreate/PrepareForUpdate
+// (so a pod update that only loses the defaults does not bump the
+// generation), admit and validation: what it leaves is what is validated,
+// stored, returned and published.
+func (s *Server) mutate(a *AdmissionRequest) error {
+	return s.defaultTolerationSeconds(a)
+}
+
+// admit runs kube's NamespaceLifecycle (namespaceLifecycle), then
+// Config.Admission in order; the first error stops the write.
 func (s *Server) admit(ctx context.Context, a *AdmissionRequest) error {
 	if a.Resource.Namespaced && a.Operation == "CREATE" {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
@@ -75,6 +94,55 @@ func (s *Server) namespaceLifecycle(ctx context.Context, a *AdmissionRequest) er
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
 	}
 	return nil
+}
+
+// DefaultTolerationSeconds is kube's default for how long a pod stays on a
+// node that is not ready or unreachable before it is evicted.
+const DefaultTolerationSeconds int64 = 300
+
+// defaultTolerationSeconds is kube's DefaultTolerationSeconds plugin. On a
+// create or update of a pod (not of its subresources), for each of the
+// taints node.kubernetes.io/not-ready:NoExecute and
+// node.kubernetes.io/unreachable:NoExecute that no toleration of the pod
+// covers, it appends {key, operator: Exists, effect: NoExecute,
+// tolerationSeconds}. A toleration covers the taint if its key is the
+// taint's or empty and its effect is NoExecute or empty; like kube, it
+// does not look at the operator or value. On update this puts back a
+// default toleration the client left out, as kube does; update validation
+// forbids removing tolerations anyway.
+func (s *Server) defaultTolerationSeconds(a *AdmissionRequest) error {
+	if a.Resource.GroupVersion.Group != "" || a.Resource.Plural != "pods" || a.Subresource != "" ||
+		a.Operation != "CREATE" && a.Operation != "UPDATE" {
+		return nil
+	}
+	pod, ok := a.Object.(*corev1.Pod)
+	if !ok {
+		return apierrors.NewBadRequest(fmt.Sprintf("expected *v1.Pod but got %T", a.Object))
+	}
+	for _, d := range []struct {
+		key     string
+		seconds int64
+	}{
+		{corev1.TaintNodeNotReady, *s.cfg.NotReadyTolerationSeconds},
+		{corev1.TaintNodeUnreachable, *s.cfg.UnreachableTolerationSeconds},
+	} {
+		if !coversNoExecute(pod.Spec.Tolerations, d.key) {
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: d.key,
+				Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(d.seconds)})
+		}
+	}
+	return nil
+}
+
+// coversNoExecute is the DefaultTolerationSeconds plugin's test of whether
+// a toleration already covers the NoExecute taint with this key.
+func coversNoExecute(tols []corev1.Toleration, key string) bool {
+	for _, t := range tols {
+		if (t.Key == key || t.Key == "") && (t.Effect == corev1.TaintEffectNoExecute || t.Effect == "") {
+			return true
+		}
+	}
+	return false
 }
 
 // namespaceCache remembers namespace phases for a short time, so creates do

@@ -67,6 +67,9 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	}
 	ar := &AdmissionRequest{Resource: q.res, Operation: "CREATE", Namespace: obj.GetNamespace(), Name: obj.GetName(),
 		Object: obj, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
+	if err := s.mutate(ar); err != nil {
+		return nil, err
+	}
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, err
 	}

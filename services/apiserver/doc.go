@@ -2,10 +2,18 @@
 // goes through TLS, authentication (client certificates or bearer tokens,
 // auth.go), request parsing (requestinfo.go), authorization
 // (DefaultAuthorizer or Config.Authorizer), then the verb's handler:
-// decoding (JSON, YAML, protobuf), defaulting, mutating admission,
-// validation, and one etcd transaction per write that carries the object
-// and its events.WriteMeta (storage), from which the publisher builds the
-// log. Reads come from etcd; watches come from the log (projections/logwatch).
+// decoding (JSON, YAML, protobuf), defaulting, admission, validation, and
+// one etcd transaction per write that carries the object and its
+// events.WriteMeta (storage), from which the publisher builds the log.
+// Reads come from etcd; watches come from the log (projections/logwatch).
+//
+// Admission (admission.go) is kube's built-in plugins that cairn has, then
+// Config.Admission. DefaultTolerationSeconds, on pod creates and updates,
+// makes every pod tolerate the node.kubernetes.io/not-ready and
+// node.kubernetes.io/unreachable NoExecute taints for 300 s
+// (Config.NotReadyTolerationSeconds, Config.UnreachableTolerationSeconds)
+// unless it already tolerates them; NamespaceLifecycle refuses creates in a
+// missing or terminating namespace. Both run for dry runs too.
 //
 // Writes: create, update, patch (JSON patch, merge patch, strategic merge
 // patch and server-side apply, apply.go), delete with preconditions,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/projections/logwatch"
 	"github.com/cairn-dev/cairn/schemas"
@@ -47,8 +48,17 @@ type Config struct {
 
 	Authenticator Authenticator
 	Authorizer    Authorizer
-	// Admission runs, in order, after decoding and before validation.
+	// Admission runs, in order, after decoding and before validation,
+	// and after the built-in plugins (admission.go).
 	Admission []AdmissionPlugin
+	// NotReadyTolerationSeconds and UnreachableTolerationSeconds are the
+	// tolerationSeconds of the tolerations the DefaultTolerationSeconds
+	// admission plugin gives pods (kube-apiserver's
+	// --default-not-ready-toleration-seconds and
+	// --default-unreachable-toleration-seconds). Nil means 300, kube's
+	// default; 0 is kept (evict at once).
+	NotReadyTolerationSeconds    *int64
+	UnreachableTolerationSeconds *int64
 	// Discovery serves /api, /apis and the group-version documents.
 	Discovery http.Handler
 	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).
@@ -105,6 +115,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.NotReadyTolerationSeconds == nil {
+		cfg.NotReadyTolerationSeconds = ptr.To(DefaultTolerationSeconds)
+	}
+	if cfg.UnreachableTolerationSeconds == nil {
+		cfg.UnreachableTolerationSeconds = ptr.To(DefaultTolerationSeconds)
 	}
 	s := &Server{
 		cfg:   cfg,

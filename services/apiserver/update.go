@@ -110,6 +110,11 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	if q.res.Default != nil {
 		q.res.Default(desired)
 	}
+	ar := &AdmissionRequest{Resource: q.res, Subresource: q.info.Subresource, Operation: "UPDATE", Namespace: q.info.Namespace,
+		Name: q.info.Name, Object: desired, OldObject: cur, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
+	if err := s.mutate(ar); err != nil {
+		return nil, false, err
+	}
 	// A binding is built by the server itself; pod-spec immutability does
 	// not apply to spec.nodeName set through it. A finalize is built by
 	// the server too (only spec.finalizers changes, see finalize).
@@ -122,8 +127,6 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	} else if q.res.PrepareForUpdate != nil {
 		q.res.PrepareForUpdate(desired, cur)
 	}
-	ar := &AdmissionRequest{Resource: q.res, Subresource: q.info.Subresource, Operation: "UPDATE", Namespace: q.info.Namespace,
-		Name: q.info.Name, Object: desired, OldObject: cur, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, false, err
 	}
