@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
+	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 )
 
 // runControllerManager runs one controller-manager replica as its own
@@ -17,12 +19,14 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		sf                    serviceFlags
 		identity, clusterCIDR string
 		workers               int
+		nodeGrace             time.Duration
 	)
 	fs := newFlagSet("controller-manager", stderr)
 	sf.register(fs, up.ControllerManagerKubeconfig)
 	fs.StringVar(&identity, "identity", "", "this replica's name among the replicas (default hostname-pid)")
 	fs.IntVar(&workers, "workers", 4, "concurrent reconciles per controller")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
+	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -35,7 +39,8 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer closeNATS()
-	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR, Log: log})
+	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
+		NodeMonitorGracePeriod: nodeGrace, Log: log})
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
+	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 )
 
@@ -55,7 +56,11 @@ type Config struct {
 	// ClusterCIDR is split into the nodes' pod CIDRs; default
 	// nodeipam.DefaultClusterCIDR.
 	ClusterCIDR string
-	Log         *slog.Logger
+	// NodeMonitorGracePeriod is how long a node may go unheard before the
+	// node lifecycle controller marks it unknown and taints it; default
+	// nodelifecycle.DefaultGracePeriod.
+	NodeMonitorGracePeriod time.Duration
+	Log                    *slog.Logger
 }
 
 // Manager is a running set of controllers.
@@ -183,6 +188,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	ipam, err := nodeipam.New(nodeipam.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, ClusterCIDR: cfg.ClusterCIDR, Owns: owns, Guard: guard, Log: log})
 	if err := add("nodeipam", ipam, err); err != nil {
+		return nil, err
+	}
+	life, err := nodelifecycle.New(nodelifecycle.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, GracePeriod: cfg.NodeMonitorGracePeriod,
+		Owns: owns, Guard: guard, Log: log})
+	if err := add("nodelifecycle", life, err); err != nil {
 		return nil, err
 	}
 	return m, nil
