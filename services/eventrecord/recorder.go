@@ -85,6 +85,23 @@ func NewClient(rc *rest.Config, qps float32, burst int) (kubernetes.Interface, e
 	return cs, nil
 }
 
+// NewForController is the Recorder of one of the controller manager's
+// controllers: cfg names it, and it writes through its own client limited
+// to qps and burst, 0 taking ControllerQPS and ControllerBurst.
+func NewForController(rc *rest.Config, cfg Config, qps float32, burst int) (*Recorder, error) {
+	if qps == 0 {
+		qps = ControllerQPS
+	}
+	if burst <= 0 {
+		burst = ControllerBurst
+	}
+	client, err := NewClient(rc, qps, burst)
+	if err != nil {
+		return nil, err
+	}
+	return New(client, cfg), nil
+}
+
 // Config names the component that records.
 type Config struct {
 	// Component is the events' source.component and reportingController,

@@ -99,18 +99,12 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deployment: client: %w", err)
 	}
-	if cfg.EventQPS == 0 {
-		cfg.EventQPS = eventrecord.ControllerQPS
-	}
-	if cfg.EventBurst <= 0 {
-		cfg.EventBurst = eventrecord.ControllerBurst
-	}
-	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
+	recorder, err := eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: now, Log: log},
+		cfg.EventQPS, cfg.EventBurst)
 	if err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
-	c := &Controller{client: client, log: log, now: now,
-		recorder: eventrecord.New(eventClient, eventrecord.Config{Component: Component, Now: now, Log: log})}
+	c := &Controller{client: client, log: log, now: now, recorder: recorder}
 	c.own = append(c.own, c.recorder)
 	if c.deployments, err = consumer.SharedOr(cfg.Deployments, consumer.CacheConfig[*appsv1.Deployment]{
 		Resource: deploymentsGVR, Config: cfg.RestConfig, JS: cfg.JS, Log: log,

@@ -106,11 +106,9 @@ func New(cfg Config) (*Controller, error) {
 	if c.client, err = consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), 4); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	eventClient, err := eventrecord.NewClient(cfg.RestConfig, eventrecord.ControllerQPS, eventrecord.ControllerBurst)
-	if err != nil {
+	if c.recorder, err = eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log}, 0, 0); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	c.recorder = eventrecord.New(eventClient, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log})
 	if c.nodes, err = consumer.NewCache(consumer.CacheConfig[*corev1.Node]{
 		Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
 	}); err != nil {

@@ -114,17 +114,11 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new client: %w", err)
 	}
-	if cfg.EventQPS == 0 {
-		cfg.EventQPS = eventrecord.ControllerQPS
-	}
-	if cfg.EventBurst <= 0 {
-		cfg.EventBurst = eventrecord.ControllerBurst
-	}
-	eventClient, err := eventrecord.NewClient(cfg.RestConfig, cfg.EventQPS, cfg.EventBurst)
+	recorder, err := eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log},
+		cfg.EventQPS, cfg.EventBurst)
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
-	recorder := eventrecord.New(eventClient, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log})
 	own := []consumer.Runner{recorder}
 	rsets, err := consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
 		Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
