@@ -16,6 +16,16 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
+// dryRunFromBody makes a dryRun that DeleteOptions carry visible to
+// isDryRun, which reads the query: client-go sends it in the body.
+func dryRunFromBody(q *request, o metav1.DeleteOptions) {
+	if slices.Contains(o.DryRun, metav1.DryRunAll) && !isDryRun(q) {
+		v := q.r.URL.Query()
+		v.Add("dryRun", metav1.DryRunAll)
+		q.r.URL.RawQuery = v.Encode()
+	}
+}
+
 // deleteOptions reads DeleteOptions from the body (if any) and the query.
 func deleteOptions(q *request) (metav1.DeleteOptions, error) {
 	var o metav1.DeleteOptions
@@ -30,13 +40,8 @@ func deleteOptions(q *request) (metav1.DeleteOptions, error) {
 			}
 		}
 	}
+	dryRunFromBody(q, o)
 	v := q.r.URL.Query()
-	if slices.Contains(o.DryRun, metav1.DryRunAll) && !isDryRun(q) {
-		// client-go sends dryRun in the DeleteOptions body; isDryRun reads
-		// the query.
-		v.Add("dryRun", metav1.DryRunAll)
-		q.r.URL.RawQuery = v.Encode()
-	}
 	if g := v.Get("gracePeriodSeconds"); g != "" {
 		n, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {

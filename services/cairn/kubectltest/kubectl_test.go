@@ -153,8 +153,36 @@ func TestKubectl(t *testing.T) {
 			t.Errorf("get -l restarted=yes = %q", got)
 		}
 	})
+	t.Run("drain", func(t *testing.T) { testDrain(t, c) })
 	t.Run("delete", func(t *testing.T) { testDelete(t, c) })
 	t.Run("stop", func(t *testing.T) { c.stop(t) })
+}
+
+// testDrain drains a node with kubectl drain, which cordons it and evicts
+// its pods through pods/eviction (policy/v1 Eviction); without that
+// subresource kubectl would fall back to deleting them.
+func testDrain(t *testing.T, c *cluster) {
+	if r := c.RunWith(t, "apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-1\n", 0, "create", "-f", "-"); r.Err != nil {
+		t.Fatalf("%s", r)
+	}
+	c.OK(t, "run", "drained", "--image=busybox:1.36", "--restart=Never", `--overrides={"spec":{"nodeName":"worker-1"}}`)
+	r := c.RunWith(t, "", 90*time.Second, "drain", "worker-1", "--force", "--grace-period=0", "--timeout=60s")
+	if r.Err != nil {
+		t.Fatalf("%s", r)
+	}
+	out := r.Stdout + r.Stderr
+	for _, want := range []string{"node/worker-1 cordoned", "evicting pod default/drained", "pod/drained evicted", "node/worker-1 drained"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl drain does not say %q:\n%s", want, out)
+		}
+	}
+	if got := c.OK(t, "get", "node", "worker-1", "-o", "jsonpath={.spec.unschedulable}"); got != "true" {
+		t.Errorf("drained node unschedulable = %q, want true", got)
+	}
+	if r := c.Run(t, "get", "pod", "drained"); r.Err == nil || !strings.Contains(r.Stderr, "NotFound") {
+		t.Errorf("the drained pod is still there: %s", r)
+	}
+	c.OK(t, "delete", "node", "worker-1")
 }
 
 func testApply(t *testing.T, c *cluster, files manifests) {
