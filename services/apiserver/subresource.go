@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -281,30 +280,16 @@ func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
 // (grace period, preconditions, dry run), answered 201 with a Success
 // Status, as kube answers an eviction that no budget blocks.
 func (s *Server) evict(q *request) {
+	// readBody turns a protobuf body into JSON, as for a binding.
+	body, err := readBody(q.r)
+	if err != nil {
+		writeStatus(q.w, err)
+		return
+	}
 	var ev policyv1.Eviction
-	if mediaType(q.r.Header.Get("Content-Type")) == protobufMediaType {
-		b, err := io.ReadAll(io.LimitReader(q.r.Body, MaxBodyBytes+1))
-		if err == nil && len(b) > MaxBodyBytes {
-			err = errEntityTooLarge(MaxBodyBytes)
-		}
-		if err == nil {
-			if _, _, derr := protoCodec.Decode(b, nil, &ev); derr != nil {
-				err = errBadRequest("error decoding protobuf body: %v", derr)
-			}
-		}
-		if err != nil {
-			writeStatus(q.w, err)
-			return
-		}
-	} else {
-		body, err := readBody(q.r)
-		if err == nil {
-			err = decodeInto(body, &ev, strictFields(q))
-		}
-		if err != nil {
-			writeStatus(q.w, err)
-			return
-		}
+	if err := decodeInto(body, &ev, strictFields(q)); err != nil {
+		writeStatus(q.w, err)
+		return
 	}
 	if ev.Name != "" && ev.Name != q.info.Name {
 		writeStatus(q.w, errBadRequest("name in URL does not match name in Eviction object"))

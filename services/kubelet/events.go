@@ -56,15 +56,13 @@ func (k *Kubelet) eventf(ctx context.Context, ref corev1.ObjectReference, typ, r
 
 // podEventf queues an Event about the pod.
 func (k *Kubelet) podEventf(ctx context.Context, pod *corev1.Pod, typ, reason, format string, args ...any) {
-	if k.events == nil {
-		return
-	}
 	k.eventf(ctx, eventrecord.Ref(pod, podKind), typ, reason, format, args...)
 }
 
 // containerEventf queues an Event about the pod's container name: its
 // involvedObject.fieldPath names the container, as the kubelet's
-// GenerateContainerRef does.
+// GenerateContainerRef does. Without a recorder it does not build the
+// path.
 func (k *Kubelet) containerEventf(ctx context.Context, pod *corev1.Pod, name, typ, reason, format string, args ...any) {
 	if k.events == nil {
 		return
