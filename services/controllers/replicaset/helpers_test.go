@@ -26,6 +26,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // manager) until the test ends, and creates namespace ns.
 func start(t *testing.T, ns string) *controlplanetest.Env {
 	t.Helper()
+	env, _ := startController(t, ns)
+	return env
+}
+
+// startController is start, and also returns the controller, for tests
+// that must wait for what its caches have seen.
+func startController(t *testing.T, ns string) (*controlplanetest.Env, *Controller) {
+	t.Helper()
 	env := controlplanetest.Start(t)
 	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("RS_TEST_LOG")})
 	if err != nil {
@@ -36,7 +44,7 @@ func start(t *testing.T, ns string) *controlplanetest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env
+	return env, c
 }
 
 // eventually polls cond until it holds or d passes.

@@ -384,7 +384,7 @@ func TestTerminatingPods(t *testing.T) {
 // TestDeletingReplicaSet: a ReplicaSet being deleted (held by a finalizer)
 // no longer replaces its pods, but still reports status.
 func TestDeletingReplicaSet(t *testing.T) {
-	env := start(t, "deleting")
+	env, c := startController(t, "deleting")
 	ctx := context.Background()
 	spec := newRS("deleting", "held", 2, map[string]string{"app": "held"})
 	spec.Finalizers = []string{"test.cairn.dev/hold"}
@@ -394,6 +394,14 @@ func TestDeletingReplicaSet(t *testing.T) {
 	if err := env.Client.AppsV1().ReplicaSets("deleting").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The ReplicaSets and the pods reach the controller through separate
+	// caches. Until its ReplicaSet cache has seen the deletion, a pod
+	// delete would be replaced, as in kube; that race is not what this
+	// test is about.
+	eventually(t, wait, "the controller to see the deletion", func() bool {
+		got, ok := c.rsets.Get("deleting", "held")
+		return ok && got.DeletionTimestamp != nil
+	})
 	if err := env.Client.CoreV1().Pods("deleting").Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
