@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+	"github.com/cairn-dev/cairn/services/scheduler/preemption"
 )
 
 // Scale of TestTwoReplicas; see the test.
@@ -21,10 +24,15 @@ const (
 	scalePods  = 3000
 )
 
-// Unschedulable groups of TestTwoReplicas and the message each must carry:
-// deterministic whatever the placement of the others.
+// Unschedulable groups of TestTwoReplicas and the message each must carry
+// (see scaleMessageOK for huge's).
 var scaleUnschedulable = map[string]string{
-	// Bigger than any node.
+	// Bigger than any node. Preemption tries the 90 untainted nodes: one
+	// with a pod of lower priority says Insufficient cpu, one without says
+	// there are no victims. Which it is depends on when the pod was last
+	// tried, and a pod bound elsewhere does not retry it (as kube:
+	// NodeResourcesFit waits for a pod deleted or a node changed), so the
+	// split is not deterministic; the message as all nodes end is this one.
 	"huge": "0/100 nodes are available: 10 node(s) had untolerated taint {dedicated: gpu}, 90 Insufficient cpu. " +
 		"preemption: 0/100 nodes are available: 10 Preemption is not helpful for scheduling, 90 Insufficient cpu.",
 	// Wants the gpu nodes but does not tolerate their taint.
@@ -33,6 +41,32 @@ var scaleUnschedulable = map[string]string{
 	// Wants a zone that does not exist.
 	"lost": "0/100 nodes are available: 10 node(s) had untolerated taint {dedicated: gpu}, 90 node(s) didn't match Pod's node affinity/selector. " +
 		"preemption: 0/100 nodes are available: 100 Preemption is not helpful for scheduling.",
+}
+
+// scaleMessageOK reports whether msg is the message a pod of the
+// unschedulable group g must carry. For huge, the filter part is exact and
+// preemption's 90 untainted nodes may be split between Insufficient cpu
+// and no victims.
+func scaleMessageOK(g, msg string) bool {
+	want := scaleUnschedulable[g]
+	if msg == want {
+		return true
+	}
+	const sep = "preemption: 0/100 nodes are available: "
+	i := strings.Index(want, sep)
+	if g != "huge" || !strings.HasPrefix(msg, want[:i+len(sep)]) {
+		return false
+	}
+	counts := map[string]int{}
+	for _, r := range strings.Split(strings.TrimSuffix(msg[i+len(sep):], "."), ", ") {
+		var n int
+		if _, err := fmt.Sscanf(r, "%d", &n); err != nil {
+			return false
+		}
+		counts[strings.TrimPrefix(r, strconv.Itoa(n)+" ")] += n
+	}
+	notHelpful, untainted := counts[preemption.MsgNotHelpful], counts["Insufficient cpu"]+counts[preemption.MsgNoVictims]
+	return notHelpful == 10 && untainted == 90 && notHelpful+untainted == 100 && len(counts) <= 3
 }
 
 // scaleCluster is 60 small nodes (4 cpu), 30 large (16 cpu) and 10 large
@@ -193,10 +227,10 @@ func settled(t *testing.T, env *controlplanetest.Env) bool {
 	}
 	for i := range list.Items {
 		p := &list.Items[i]
-		if want, unsched := scaleUnschedulable[group(p.Name)]; unsched {
+		if _, unsched := scaleUnschedulable[group(p.Name)]; unsched {
 			// The message settles as the pod is retried (our own status
 			// write is a change of the pod) until it no longer changes.
-			if c := scheduledCondition(p); c == nil || c.Status != corev1.ConditionFalse || c.Message != want {
+			if c := scheduledCondition(p); c == nil || c.Status != corev1.ConditionFalse || !scaleMessageOK(group(p.Name), c.Message) {
 				return false
 			}
 		} else if p.Spec.NodeName == "" {
@@ -221,14 +255,19 @@ func checkPlacements(t *testing.T, env *controlplanetest.Env, nodes []*corev1.No
 		t.Fatal(err)
 	}
 	dbOn := map[string]int{}
+	stale := 0
 	for i := range list.Items {
 		p := &list.Items[i]
 		g := group(p.Name)
 		if want, ok := scaleUnschedulable[g]; ok {
-			if p.Spec.NodeName != "" {
+			c := scheduledCondition(p)
+			switch {
+			case p.Spec.NodeName != "":
 				t.Errorf("%s bound to %s", p.Name, p.Spec.NodeName)
-			} else if c := scheduledCondition(p); c.Reason != ReasonUnschedulable || c.Message != want {
+			case c.Reason != ReasonUnschedulable || !scaleMessageOK(g, c.Message):
 				t.Errorf("%s: %s %q\nwant %q", p.Name, c.Reason, c.Message, want)
+			case c.Message != want:
+				stale++
 			}
 			continue
 		}
@@ -240,6 +279,7 @@ func checkPlacements(t *testing.T, env *controlplanetest.Env, nodes []*corev1.No
 			dbOn[n.Name]++
 		}
 	}
+	t.Logf("%d huge pods were last tried while a node held no pod of lower priority", stale)
 	// The apiserver does not check anti-affinity: two replicas may place two
 	// db pods on one node at the same moment. The later binding must have
 	// been caught (deschedule.go); db pods are bare, so they stay.
