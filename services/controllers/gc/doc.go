@@ -47,11 +47,15 @@
 // absent owners are remembered (as kube's absentOwnerCache). Deletes carry
 // the dependent's UID and resourceVersion as preconditions, and reference
 // removals are read-modify-write updates, so a change the cache has not
-// seen yet makes the write fail and the key is retried. Before deciding
-// that a dependent of a foreground deletion has no dependents of its own
-// (and can go in the background), the collector waits until every cache
-// holds what the log holds (WaitForLog): each cache follows one resource
-// and may lag the one whose event queued the dependent.
+// seen yet makes the write fail and the key is retried. Each cache follows
+// one resource and may lag the one whose event started a reconcile, so
+// the collector waits until every cache holds what the log holds
+// (WaitForLog) before it decides that an object has no dependents: before
+// a dependent of a foreground deletion goes in the background for having
+// none, before an owner deleted in the foreground loses its finalizer for
+// having no blocking ones left, and before an owner deleted with orphan
+// lists the dependents to let go. (Kube's collector, whose informers lag
+// each other the same way, does not wait.)
 //
 // # Partial caches
 //

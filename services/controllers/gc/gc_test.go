@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -218,4 +222,73 @@ func testGarbageCollector(t *testing.T, env *controlplanetest.Env) {
 			})
 		}
 	})
+}
+
+// TestLaggingCache: an owner deleted in the foreground or with orphan
+// waits for dependents that a cache has not shown yet. The pod cache is
+// held up (its handler blocks on a gate pod) while a dependent pod is
+// created and then its owner deleted: the owner must still be there when
+// the cache is let go. Then the dependent is collected (foreground) or
+// kept without its reference (orphan); before, the owner went at once, and
+// an orphan was collected as a dependent of a missing owner.
+func TestLaggingCache(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := context.Background()
+	pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), nil)
+	release := make(chan struct{})
+	pods.AddHandler(consumer.Handler[*corev1.Pod]{OnAdd: func(p *corev1.Pod, ev *events.Event) {
+		if ev != nil && strings.HasPrefix(p.Name, "gate-") {
+			<-release
+		}
+	}})
+	t.Cleanup(func() { close(release) }) // runs before the cache is stopped
+	c := runCollector(t, Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS,
+		Log: controlplanetest.Logger("GC_TEST_LOG"), Shared: []consumer.MetaCache{consumer.Meta(pods)}})
+	var cms consumer.MetaCache
+	for _, r := range c.resources {
+		if r.gvr.Resource == "configmaps" {
+			cms = r.cache
+		}
+	}
+	mkNamespace(t, env, "lag")
+
+	for _, tt := range []struct {
+		policy metav1.DeletionPropagation
+		block  bool
+	}{
+		{policy: metav1.DeletePropagationForeground, block: true},
+		{policy: metav1.DeletePropagationOrphan},
+	} {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			name := strings.ToLower(string(tt.policy))
+			own := createCM(t, env, "lag", "own-"+name)
+			createPod(t, env, "lag", "gate-"+name, nil)
+			let := sync.OnceFunc(func() { release <- struct{}{} })
+			t.Cleanup(let) // if the case fails before
+			pod := createPod(t, env, "lag", "dep-"+name, nil, ref("v1", "ConfigMap", own, tt.block))
+			deleteWith(t, env.Client.CoreV1().ConfigMaps("lag").Delete(ctx, own.Name, policy(tt.policy)))
+			eventually(t, timeout, "the collector to see the owner deleting", func() bool {
+				o, ok := cms.Get("lag", own.Name)
+				return ok && o.GetDeletionTimestamp() != nil || cmGone(env, "lag", own.Name)()
+			})
+			// Time for a reconcile that would not wait.
+			time.Sleep(500 * time.Millisecond)
+			if got := getCM(t, env, "lag", own.Name); len(got.Finalizers) != 1 {
+				t.Fatalf("the owner has finalizers %v while its dependent is not in the cache", got.Finalizers)
+			}
+			let()
+			eventually(t, timeout, "the owner to go", cmGone(env, "lag", own.Name))
+			if tt.block {
+				eventually(t, timeout, "the dependent to be collected", podGone(env, "lag", pod.Name))
+				return
+			}
+			if refs := getPod(t, env, "lag", pod.Name).OwnerReferences; len(refs) != 0 {
+				t.Errorf("the orphan keeps %v", refs)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if podGone(env, "lag", pod.Name)() {
+				t.Error("the orphan was collected")
+			}
+		})
+	}
 }

@@ -171,12 +171,30 @@ func (c *Controller) attemptToDelete(ctx context.Context, r *resource, obj metav
 // does not follow (a partial cache's): then it asks to look again after
 // partialPoll.
 func (c *Controller) processDeletingDependents(ctx context.Context, r *resource, owner metav1.Object) (time.Duration, error) {
-	blocking := 0
-	var poll time.Duration
+	blocking, poll, err := c.blockingDependents(ctx, owner)
+	if err != nil || blocking > 0 {
+		return poll, err
+	}
+	// None is seen, but a dependent created just before its owner was
+	// deleted may not have reached its cache yet (each cache follows its
+	// own resource): look again once every cache holds what the log holds.
+	if err := c.catchUp(ctx); err != nil {
+		return 0, err
+	}
+	if blocking, poll, err = c.blockingDependents(ctx, owner); err != nil || blocking > 0 {
+		return poll, err
+	}
+	return 0, c.removeFinalizer(ctx, r, owner, metav1.FinalizerDeleteDependents)
+}
+
+// blockingDependents counts owner's dependents whose reference blocks its
+// deletion, and queues those not yet being deleted. poll is partialPoll if
+// some are in a partial cache (their changes do not queue the owner).
+func (c *Controller) blockingDependents(ctx context.Context, owner metav1.Object) (blocking int, poll time.Duration, err error) {
 	for _, dr := range c.resources {
 		deps, err := c.dependents(ctx, dr, owner)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, d := range deps {
 			if !blocks(d, owner.GetUID()) {
@@ -192,10 +210,7 @@ func (c *Controller) processDeletingDependents(ctx context.Context, r *resource,
 			}
 		}
 	}
-	if blocking > 0 {
-		return poll, nil
-	}
-	return 0, c.removeFinalizer(ctx, r, owner, metav1.FinalizerDeleteDependents)
+	return blocking, poll, nil
 }
 
 // partialPoll is how often an owner waiting for dependents that this
@@ -213,8 +228,13 @@ func blocks(d metav1.Object, owner types.UID) bool {
 }
 
 // orphanDependents removes the references to owner from all its dependents,
-// then the "orphan" finalizer from owner.
+// then the "orphan" finalizer from owner. It first lets every cache catch
+// up with the log: a dependent missed would be collected once its owner is
+// gone.
 func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner metav1.Object) error {
+	if err := c.catchUp(ctx); err != nil {
+		return err
+	}
 	drop := map[types.UID]bool{owner.GetUID(): true}
 	var errs []error
 	for _, dr := range c.resources {
@@ -235,19 +255,14 @@ func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner me
 }
 
 // hasDependentsNow reports whether some object has a reference to owner,
-// once every cache holds what the log holds now. Each cache follows its
-// own resource and may lag the one whose event started this reconcile: a
-// dependent created just before its owner's owner was deleted in the
-// foreground must be seen, or its subtree would go in the background.
+// once every cache holds what the log holds now: a dependent created just
+// before its owner's owner was deleted in the foreground must be seen, or
+// its subtree would go in the background.
 func (c *Controller) hasDependentsNow(ctx context.Context, owner metav1.Object) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	if err := c.catchUp(ctx); err != nil {
+		return false, err
+	}
 	for _, r := range c.resources {
-		if !r.cache.Partial() {
-			if err := r.cache.WaitForLog(ctx); err != nil {
-				return false, fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
-			}
-		}
 		deps, err := c.dependents(ctx, r, owner)
 		if err != nil {
 			return false, err
@@ -257,6 +272,24 @@ func (c *Controller) hasDependentsNow(ctx context.Context, owner metav1.Object) 
 		}
 	}
 	return false, nil
+}
+
+// catchUp waits until every full cache holds what the log holds now. Each
+// follows its own resource and may lag the one whose event started the
+// reconcile. Partial caches are not waited for: dependents lists their
+// resources through the apiserver.
+func (c *Controller) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, r := range c.resources {
+		if r.cache.Partial() {
+			continue
+		}
+		if err := r.cache.WaitForLog(ctx); err != nil {
+			return fmt.Errorf("wait for the %s cache: %w", r.gvr.Resource, err)
+		}
+	}
+	return nil
 }
 
 // dependents are the objects of resource r with a reference to owner. A
