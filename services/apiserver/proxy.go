@@ -17,16 +17,18 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
-// pods/log and pods/exec are served by the kubelet of the pod's node, as
-// in Kubernetes: the apiserver authenticates and authorizes the request,
-// finds the node's kubelet endpoint in Node.status (the InternalIP address
-// and daemonEndpoints.kubeletEndpoint.Port) and proxies the request to the
-// kubelet's HTTPS server, /containerLogs/{ns}/{pod}/{container} and
-// /exec/{ns}/{pod}/{container}, keeping the query. An exec upgrades the
-// connection (SPDY or WebSocket); the proxy passes the upgrade through.
-// The kubelet authenticates the apiserver by its kubelet client
-// certificate (Config.KubeletClientTLS) and answers 401 or 403 itself,
-// which the proxy passes through too.
+// pods/log, pods/exec and pods/portforward are served by the kubelet of
+// the pod's node, as in Kubernetes: the apiserver authenticates and
+// authorizes the request, finds the node's kubelet endpoint in Node.status
+// (the InternalIP address and daemonEndpoints.kubeletEndpoint.Port) and
+// proxies the request to the kubelet's HTTPS server,
+// /containerLogs/{ns}/{pod}/{container}, /exec/{ns}/{pod}/{container} and
+// /portForward/{ns}/{pod}, keeping the query (a port forward's ports=
+// becomes port=, as kube-apiserver passes it). An exec or a port forward
+// upgrades the connection (SPDY or WebSocket); the proxy passes the
+// upgrade through. The kubelet authenticates the apiserver by its kubelet
+// client certificate (Config.KubeletClientTLS) and answers 401 or 403
+// itself, which the proxy passes through too.
 
 // defaultKubeletPort is the kubelet's port when the node does not say.
 const defaultKubeletPort = 10250
@@ -44,10 +46,11 @@ func (s *Server) kubeletTransport() *http.Transport {
 		DialContext: (&net.Dialer{}).DialContext}
 }
 
-// proxyToKubelet serves pods/log (get) and pods/exec (get or create).
+// proxyToKubelet serves pods/log (get), and pods/exec and
+// pods/portforward (get or create).
 func (s *Server) proxyToKubelet(q *request) {
 	sub := q.info.Subresource
-	if (sub == "log" && q.info.Verb != "get") || (sub == "exec" && q.info.Verb != "get" && q.info.Verb != "create") {
+	if (sub == "log" && q.info.Verb != "get") || (sub != "log" && q.info.Verb != "get" && q.info.Verb != "create") {
 		writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))
 		return
 	}
@@ -57,10 +60,21 @@ func (s *Server) proxyToKubelet(q *request) {
 		return
 	}
 	qv := q.r.URL.Query()
-	container, err := pickContainer(pod, qv.Get("container"))
-	if err != nil {
-		writeStatus(q.w, err)
-		return
+	var path string
+	switch sub {
+	case "portforward":
+		if path, err = portForwardPath(pod, qv); err != nil {
+			writeStatus(q.w, err)
+			return
+		}
+	default:
+		container, err := pickContainer(pod, qv.Get("container"))
+		if err != nil {
+			writeStatus(q.w, err)
+			return
+		}
+		qv.Del("container")
+		path = map[string]string{"log": "/containerLogs/", "exec": "/exec/"}[sub] + pod.Namespace + "/" + pod.Name + "/" + container
 	}
 	if pod.Spec.NodeName == "" {
 		writeStatus(q.w, errBadRequest("pod %s does not have a host assigned", pod.Name))
@@ -71,13 +85,7 @@ func (s *Server) proxyToKubelet(q *request) {
 		writeStatus(q.w, err)
 		return
 	}
-	qv.Del("container")
-	path := "/containerLogs/"
-	if sub == "exec" {
-		path = "/exec/"
-	}
-	target := &url.URL{Scheme: "https", Host: host,
-		Path: path + pod.Namespace + "/" + pod.Name + "/" + container, RawQuery: qv.Encode()}
+	target := &url.URL{Scheme: "https", Host: host, Path: path, RawQuery: qv.Encode()}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = target
@@ -92,6 +100,20 @@ func (s *Server) proxyToKubelet(q *request) {
 		},
 	}
 	rp.ServeHTTP(q.w, q.r)
+}
+
+// portForwardPath is the kubelet's path for a port forward into pod, and
+// turns the query's ports= (PodPortForwardOptions) into the kubelet's
+// port=, checking each.
+func portForwardPath(pod *corev1.Pod, qv url.Values) (string, error) {
+	for _, v := range qv["ports"] {
+		if p, err := strconv.ParseUint(v, 10, 16); err != nil || p == 0 {
+			return "", errBadRequest("invalid port %q: must be between 1 and 65535", v)
+		}
+		qv.Add("port", v)
+	}
+	qv.Del("ports")
+	return "/portForward/" + pod.Namespace + "/" + pod.Name, nil
 }
 
 func (s *Server) getPod(q *request) (*corev1.Pod, error) {

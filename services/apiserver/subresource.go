@@ -32,7 +32,7 @@ func (s *Server) serveSubresource(q *request) {
 			return
 		}
 		s.evict(q)
-	case "log", "exec":
+	case "log", "exec", "portforward":
 		s.proxyToKubelet(q)
 	case "finalize":
 		if q.info.Verb != "update" {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,15 +24,18 @@ import (
 //	GET  /healthz
 //	GET  /containerLogs/{namespace}/{pod}/{container}?follow=&previous=&tailLines=&timestamps=&sinceSeconds=&limitBytes=
 //	GET|POST /exec/{namespace}/{pod}/{container}?command=...&stdin=&stdout=&stderr=&tty=
+//	GET|POST /portForward/{namespace}/{pod}?port=...
 //
-// Exec asks the runtime for a streaming URL and reverse-proxies the upgraded
-// connection (SPDY or websocket) to it.
+// Exec and port forwarding ask the runtime for a streaming URL and
+// reverse-proxy the upgraded connection (SPDY or websocket) to it.
 func (k *Kubelet) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", k.serveLogs)
 	mux.HandleFunc("GET /exec/{namespace}/{pod}/{container}", k.serveExec)
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", k.serveExec)
+	mux.HandleFunc("GET /portForward/{namespace}/{pod}", k.servePortForward)
+	mux.HandleFunc("POST /portForward/{namespace}/{pod}", k.servePortForward)
 	return mux
 }
 
@@ -182,13 +186,54 @@ func (k *Kubelet) serveExec(w http.ResponseWriter, r *http.Request) {
 	req := &container.ExecRequest{ContainerID: c.ID, Cmd: cmd, TTY: boolParam(q, "tty"),
 		Stdin: boolParam(q, "stdin", "input"), Stdout: boolParam(q, "stdout", "output"), Stderr: boolParam(q, "stderr", "error")}
 	raw, err := k.rt.Exec(r.Context(), req)
+	k.stream(w, r, "exec", raw, err)
+}
+
+// servePortForward prepares a port forward into the pod's ready sandbox
+// through the runtime and proxies the client's upgrade request to the
+// runtime's streaming server, which dials the port inside the pod's
+// network namespace. SPDY clients name the port of each stream in its
+// headers; websocket clients name them in the query (port=).
+func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("pod")
+	var ports []int32
+	for _, v := range r.URL.Query()["port"] {
+		p, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || p == 0 {
+			httpError(w, fmt.Errorf("%w: port %q", errBadRequest, v))
+			return
+		}
+		ports = append(ports, int32(p))
+	}
+	pod, ok := k.pods.Get(ns, name)
+	if !ok {
+		httpError(w, fmt.Errorf("%w: pod %s/%s on node %s", errNotFound, ns, name, k.cfg.NodeName))
+		return
+	}
+	rs, err := k.rt.PodStatus(r.Context(), string(pod.UID))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	i := slices.IndexFunc(rs.Sandboxes, func(sb *container.Sandbox) bool { return sb.State == container.SandboxReady })
+	if i < 0 {
+		http.Error(w, fmt.Sprintf("pod %s has no running sandbox", name), http.StatusBadRequest)
+		return
+	}
+	raw, err := k.rt.PortForward(r.Context(), rs.Sandboxes[i].ID, ports)
+	k.stream(w, r, "port forward", raw, err)
+}
+
+// stream proxies r to raw, the streaming URL the runtime prepared for
+// what (or answers err, the runtime's failure to prepare it).
+func (k *Kubelet) stream(w http.ResponseWriter, r *http.Request, what, raw string, err error) {
 	if err != nil {
 		httpError(w, err)
 		return
 	}
 	target, err := url.Parse(raw)
 	if err != nil {
-		httpError(w, fmt.Errorf("exec: runtime returned URL %q: %w", raw, err))
+		httpError(w, fmt.Errorf("%s: runtime returned URL %q: %w", what, raw, err))
 		return
 	}
 	k.streamProxy(target).ServeHTTP(w, r)
@@ -207,8 +252,8 @@ func (k *Kubelet) streamProxy(target *url.URL) *httputil.ReverseProxy {
 		Transport:     &http.Transport{DialContext: k.cfg.StreamDial, DisableKeepAlives: true},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			k.log.Warn("exec proxy", "err", err)
-			http.Error(w, "exec: "+err.Error(), http.StatusBadGateway)
+			k.log.Warn("stream proxy", "err", err)
+			http.Error(w, "stream: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 }

@@ -22,10 +22,11 @@ import (
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
-// TestKubeletProxy: pods/log and pods/exec reach the kubelet of the pod's
-// node (here an HTTPS endpoint standing in for the kubelet's server, which
-// the kubelet tests exercise for real) with the path and query the
-// kubelet API expects, and an exec's connection upgrade passes through.
+// TestKubeletProxy: pods/log, pods/exec and pods/portforward reach the
+// kubelet of the pod's node (here an HTTPS endpoint standing in for the
+// kubelet's server, which the kubelet tests exercise for real) with the
+// path and query the kubelet API expects, and the connection upgrade of an
+// exec or a port forward passes through.
 // The apiserver authenticates to the kubelet with its kubelet client
 // certificate (pki.KubeletClientTLSConfig), which the stand-in verifies
 // against the cluster CA as a kubelet with --client-ca-file does; without
@@ -59,7 +60,7 @@ func TestKubeletProxy(t *testing.T) {
 		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n\r\n")
 		rw.Flush()
 		line, _ := rw.ReadString('\n')
-		rw.WriteString("echo " + r.URL.Path + " " + line)
+		rw.WriteString("echo " + r.URL.Path + "?" + r.URL.RawQuery + " " + line)
 		rw.Flush()
 	}))
 	kubelet.TLS = &tls.Config{ClientCAs: p.CAPool, ClientAuth: tls.VerifyClientCertIfGiven}
@@ -112,26 +113,57 @@ func TestKubeletProxy(t *testing.T) {
 		t.Errorf("logs of a missing pod: %v", err)
 	}
 
-	// An exec upgrade, by hand over the apiserver's plain-HTTP test port.
+	// An exec and a port forward upgrade, by hand over the apiserver's
+	// plain-HTTP test port. A port forward's ports= reaches the kubelet as
+	// port=, as kube-apiserver passes it.
 	api, _ := url.Parse(env.Config.Host)
-	conn, err := net.Dial("tcp", api.Host)
+	for path, want := range map[string]string{
+		"two/exec?container=side&command=cat&stdout=true": "echo /exec/default/two/side?command=cat&stdout=true hello\n",
+		"web/portforward?ports=8080&ports=9090":           "echo /portForward/default/web?port=8080&port=9090 hello\n",
+		"web/portforward":                                 "echo /portForward/default/web? hello\n",
+	} {
+		if got := upgrade(t, api.Host, path); got != want {
+			t.Errorf("through the upgraded connection of %s: %q, want %q", path, got, want)
+		}
+	}
+	for _, tc := range []struct{ pod, port, want string }{
+		{"web", "0", `invalid port \"0\"`},
+		{"web", "http", `invalid port \"http\"`},
+		{"unbound", "80", "pod unbound does not have a host assigned"},
+	} {
+		b, err := env.Client.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name(tc.pod).
+			SubResource("portforward").Param("ports", tc.port).DoRaw(ctx)
+		if err == nil || !strings.Contains(string(b), `"code":400`) || !strings.Contains(string(b), tc.want) {
+			t.Errorf("port forward to %s port %s: %v %s, want 400 %q", tc.pod, tc.port, err, b, tc.want)
+		}
+	}
+	_, err = env.Client.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("missing").SubResource("portforward").DoRaw(ctx)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("port forward to a missing pod: %v", err)
+	}
+}
+
+// upgrade posts an upgrade request for the pod subresource path (with its
+// query) as the admin, writes a line through the upgraded connection and
+// returns the line read back.
+func upgrade(t *testing.T, host, path string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	io.WriteString(conn, "POST /api/v1/namespaces/default/pods/two/exec?container=side&command=cat&stdout=true HTTP/1.1\r\n"+
-		"Host: "+api.Host+"\r\nAuthorization: Bearer "+controlplanetest.AdminToken+"\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n\r\n")
+	io.WriteString(conn, "POST /api/v1/namespaces/default/pods/"+path+" HTTP/1.1\r\n"+
+		"Host: "+host+"\r\nAuthorization: Bearer "+controlplanetest.AdminToken+"\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n\r\n")
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("exec: %s", resp.Status)
+		t.Fatalf("%s: %s", path, resp.Status)
 	}
 	io.WriteString(conn, "hello\n")
 	line, _ := br.ReadString('\n')
-	if want := "echo /exec/default/two/side hello\n"; line != want {
-		t.Errorf("through the upgraded connection: %q, want %q", line, want)
-	}
+	return line
 }

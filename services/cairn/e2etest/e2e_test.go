@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -124,6 +126,8 @@ func TestE2E(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("port-forward", func(t *testing.T) { c.checkPortForward(t, web[0].Name) })
 
 	t.Run("logs -c, --previous and -f of a two-container pod", func(t *testing.T) { c.checkLogsOptions(t) })
 
@@ -383,6 +387,39 @@ func sandboxNetNS(t testing.TB, cri runtimeapi.RuntimeServiceClient, id string) 
 // components record them: the deployment controller's ScalingReplicaSet,
 // the ReplicaSet controller's SuccessfulCreate, the scheduler's Scheduled
 // and the kubelet's Pulled, Created and Started on the pod.
+// checkPortForward: kubectl port-forward (websocket first, then SPDY, as
+// kubectl tries them) to the pod's httpd serves its page on a loopback
+// port of this machine, for two connections in turn.
+func (c *cluster) checkPortForward(t *testing.T, pod string) {
+	out, stop := c.Background(t, "port-forward", "--address", "127.0.0.1", "pod/"+pod, ":8080")
+	defer stop()
+	forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
+	var port string
+	poll(t, 30*time.Second, "kubectl port-forward to report its port", func() error {
+		m := forwarding.FindStringSubmatch(out.String())
+		if m == nil {
+			return fmt.Errorf("stdout: %q", out.String())
+		}
+		port = m[1]
+		return nil
+	})
+	want := c.OK(t, "exec", pod, "--", "cat", "/var/www/index.html")
+	for range 2 {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != want {
+			t.Errorf("through kubectl port-forward: %d %q, want 200 %q", resp.StatusCode, b, want)
+		}
+	}
+	if n := strings.Count(out.String(), "Handling connection for "+port); n != 2 {
+		t.Errorf("kubectl port-forward reported %d connections, want 2: %q", n, out.String())
+	}
+}
+
 func (c *cluster) checkDescribeEvents(t *testing.T, pod string) {
 	c.describeShows(t, "deployment", "web", `Normal\s+ScalingReplicaSet\s+.*deployment-controller\s+Scaled up replica set web-[a-z0-9]+ from 0 to 3`)
 	rs := strings.TrimSpace(c.OK(t, "get", "pod", pod, "-o", "jsonpath={.metadata.ownerReferences[0].name}"))

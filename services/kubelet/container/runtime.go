@@ -68,6 +68,11 @@ type Runtime interface {
 	// Exec prepares a streaming exec and returns the URL of the runtime's
 	// streaming server that serves it (SPDY or websocket).
 	Exec(ctx context.Context, req *ExecRequest) (string, error)
+	// PortForward prepares a port forward into a sandbox's network
+	// namespace and returns the URL of the runtime's streaming server that
+	// serves it (SPDY or websocket). ports may be empty: SPDY clients name
+	// the port of each stream.
+	PortForward(ctx context.Context, sandboxID string, ports []int32) (string, error)
 
 	// UpdatePodCIDR hands the node's pod CIDR to the runtime (its CNI
 	// configuration), as kubelet's UpdateRuntimeConfig does.

@@ -264,6 +264,15 @@ func (r *Runtime) Exec(ctx context.Context, req *container.ExecRequest) (string,
 	return resp.Url, nil
 }
 
+// PortForward implements container.Runtime.
+func (r *Runtime) PortForward(ctx context.Context, sandboxID string, ports []int32) (string, error) {
+	resp, err := r.rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})
+	if err != nil {
+		return "", wrap("port forward", err)
+	}
+	return resp.Url, nil
+}
+
 // UpdatePodCIDR implements container.Runtime.
 func (r *Runtime) UpdatePodCIDR(ctx context.Context, cidr string) error {
 	_, err := r.rt.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{

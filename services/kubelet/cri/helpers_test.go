@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		// inside their own cleanup; they are not the kubelet's.
 		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// spdystream closes a connection in the background, waiting for
+		// its streams for up to a minute (the test's port forwarder).
+		goleak.IgnoreTopFunction("github.com/moby/spdystream.(*Connection).shutdown"),
 	)
 }
 

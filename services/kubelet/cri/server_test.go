@@ -15,6 +15,10 @@ import (
 	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	spdystream "k8s.io/apimachinery/pkg/util/httpstream/spdy"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
 )
 
 func (r *rig) serverURL(path string, q url.Values) *url.URL {
@@ -238,4 +242,71 @@ func (r *rig) wsExec(t *testing.T, pod, c string, q url.Values, stdin string) (s
 		}
 	}
 	return out.String(), errb.String(), status
+}
+
+// TestServerPortForward: a port forward through the kubelet's server
+// reaches a port inside the pod's network namespace, with client-go's
+// SPDY port forwarder (what kubectl port-forward falls back to).
+func TestServerPortForward(t *testing.T) {
+	r := newRig(t, nil)
+	r.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pf"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "c", Command: []string{"sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 1}}}}})
+	r.waitReady("pf")
+
+	rt, err := spdystream.NewRoundTripper(r.pki.KubeletClientTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(rt, &http.Client{Transport: rt}, http.MethodPost, r.serverURL("/portForward/default/pf", nil))
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("forward ports: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("forward ports: %v", err)
+	case <-time.After(wait):
+		t.Fatal("the port forward did not get ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // two connections over one forward
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", ports[0].Local))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "pf\n" {
+			t.Errorf("through the forward: %d %q, want 200 with the pod's hostname", resp.StatusCode, b)
+		}
+	}
+
+	// A missing pod, a bad port: plain errors, no upgrade.
+	for path, want := range map[string]int{"/portForward/default/nope": http.StatusNotFound, "/portForward/default/pf?port=x": http.StatusBadRequest} {
+		u := r.serverURL(path, nil)
+		u.Path, u.RawQuery, _ = strings.Cut(path, "?")
+		resp, err := r.https.Post(u.String(), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 }

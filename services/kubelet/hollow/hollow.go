@@ -275,12 +275,17 @@ func (r *Runtime) ExecSync(_ context.Context, id string, _ []string, _ time.Dura
 	return &container.ExecResult{}, nil
 }
 
-// ErrNoStreaming is returned by Exec: hollow containers have no processes
-// to attach to.
+// ErrNoStreaming is returned by Exec and PortForward: hollow containers
+// have no processes to attach to, and hollow pods no network.
 var ErrNoStreaming = errors.New("hollow: no streaming on hollow nodes")
 
 // Exec implements container.Runtime.
 func (r *Runtime) Exec(context.Context, *container.ExecRequest) (string, error) {
+	return "", ErrNoStreaming
+}
+
+// PortForward implements container.Runtime.
+func (r *Runtime) PortForward(context.Context, string, []int32) (string, error) {
 	return "", ErrNoStreaming
 }
 
