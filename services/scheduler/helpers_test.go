@@ -90,6 +90,8 @@ func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 // podEvents reads every pod event on the log, in order.
 func podEvents(t testing.TB, env *controlplanetest.Env) []*events.Event {
 	t.Helper()
+	// The last bindings may be committed and not yet published.
+	controlplanetest.WaitForLog(t, env)
 	var out []*events.Event
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

@@ -115,17 +115,8 @@ type logMark struct {
 // current etcd revision and log position.
 func settle(t testing.TB, env *controlplanetest.Env) logMark {
 	t.Helper()
-	ctx := ctxFor(t, 20*time.Second)
-	resp, err := env.Etcd.Get(ctx, events.MetaKey)
-	if err != nil {
-		t.Fatalf("etcd get: %v", err)
-	}
-	if len(resp.Kvs) > 0 {
-		if err := env.Hub.WaitFor(ctx, events.Stream, events.Revision(resp.Kvs[0].ModRevision)); err != nil {
-			t.Fatalf("log did not catch up with revision %d: %v", resp.Kvs[0].ModRevision, err)
-		}
-	}
-	return logMark{etcdRev: resp.Header.Revision, seq: lastSeq(t, env)}
+	rev := controlplanetest.WaitForLog(t, env)
+	return logMark{etcdRev: rev, seq: lastSeq(t, env)}
 }
 
 func etcdRev(t testing.TB, env *controlplanetest.Env) int64 {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
@@ -225,4 +226,24 @@ func Deployment(namespace, name string, replicas int32, c corev1.Container) *app
 			},
 		},
 	}
+}
+
+// WaitForLog waits until the log holds the last write committed to etcd
+// (the publisher publishes it a little after the apiserver answers), and
+// returns etcd's current revision. Tests that read the log back after
+// their writes call it first.
+func WaitForLog(t testing.TB, env *Env) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := env.Etcd.Get(ctx, events.MetaKey)
+	if err != nil {
+		t.Fatalf("etcd get: %v", err)
+	}
+	if len(resp.Kvs) > 0 {
+		if err := env.Hub.WaitFor(ctx, events.Stream, events.Revision(resp.Kvs[0].ModRevision)); err != nil {
+			t.Fatalf("the log did not catch up with revision %d: %v", resp.Kvs[0].ModRevision, err)
+		}
+	}
+	return resp.Header.Revision
 }
