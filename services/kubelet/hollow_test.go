@@ -275,6 +275,7 @@ func TestTrafficIsOwnPodsOnly(t *testing.T) {
 
 func podEvents(t *testing.T, env *controlplanetest.Env, name string) []*events.Event {
 	t.Helper()
+	controlplanetest.WaitForLog(t, env)
 	var out []*events.Event
 	err := events.Tail(context.Background(), env.JS, events.TailOptions{Resource: "pods", Namespace: "default", Name: name},
 		func(ev *events.Event) error {

@@ -179,6 +179,7 @@ func waitStatus(t *testing.T, env *controlplanetest.Env, ns, name, what string, 
 // revision from on.
 func podEvents(t *testing.T, env *controlplanetest.Env, ns string, from events.Revision) []*events.Event {
 	t.Helper()
+	controlplanetest.WaitForLog(t, env)
 	var out []*events.Event
 	err := events.Tail(context.Background(), env.JS, events.TailOptions{Resource: "pods", Namespace: ns, FromRevision: from}, func(ev *events.Event) error {
 		out = append(out, ev)

@@ -278,6 +278,7 @@ func sh(script string) []string { return []string{"sh", "-c", script} }
 // "c", read from the pod's status history on the log.
 func (r *rig) attemptStarts(p *corev1.Pod) []time.Time {
 	r.t.Helper()
+	controlplanetest.WaitForLog(r.t, r.env)
 	byAttempt := map[int32]time.Time{}
 	var attempts int32
 	err := events.Tail(context.Background(), r.env.JS, events.TailOptions{Resource: "pods", Namespace: p.Namespace, Name: p.Name},
@@ -361,6 +362,7 @@ func (r *rig) eventsAbout(ns, name string) string {
 // called name in ns: its create.
 func (r *rig) firstLogged(resource, ns, name string) *events.Event {
 	r.t.Helper()
+	controlplanetest.WaitForLog(r.t, r.env)
 	var out *events.Event
 	err := events.Tail(context.Background(), r.env.JS, events.TailOptions{Resource: resource, Namespace: ns, Name: name},
 		func(e *events.Event) error {
