@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -351,6 +352,10 @@ func defaultEvent(*corev1.Event) {}
 
 // defaultLease: coordination.k8s.io/v1 Lease has no defaults.
 func defaultLease(*coordinationv1.Lease) {}
+
+// defaultPodDisruptionBudget: policy/v1 PodDisruptionBudget has no
+// defaults (a missing unhealthyPodEvictionPolicy means IfHealthyBudget).
+func defaultPodDisruptionBudget(*policyv1.PodDisruptionBudget) {}
 
 // defaultPriorityClass is SetDefaults_PriorityClass.
 func defaultPriorityClass(pc *schedulingv1.PriorityClass) {

@@ -148,6 +148,13 @@ func TestDefaultOtherKinds(t *testing.T) {
 		t.Errorf("node allocatable: %v", n.Status.Allocatable)
 	}
 
+	pdb := newPodDisruptionBudget("b")
+	want := pdb.DeepCopy()
+	mustLookup(t, r, "policy", "poddisruptionbudgets").Default(pdb)
+	if !equality.Semantic.DeepEqual(pdb, want) {
+		t.Errorf("poddisruptionbudget has no defaults, got %+v", pdb.Spec)
+	}
+
 	pc := &schedulingv1.PriorityClass{}
 	mustLookup(t, r, "scheduling.k8s.io", "priorityclasses").Default(pc)
 	if pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptLowerPriority {

@@ -10,6 +10,7 @@
 //
 //	core/v1                 namespaces, pods, nodes, events, configmaps, secrets
 //	apps/v1                 deployments, replicasets
+//	policy/v1               poddisruptionbudgets
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
 //
@@ -37,8 +38,8 @@
 // does: clear status on create (pods start Pending with their QoS class,
 // namespaces Active with the "kubernetes" finalizer), keep status from the
 // old object on a main-resource update, and set metadata.generation to 1 on
-// create and bump it when the spec changes (pods, deployments, replicasets;
-// deployments also when annotations change). Kinds kube does not track a
+// create and bump it when the spec changes (pods, deployments, replicasets,
+// poddisruptionbudgets; deployments also when annotations change). Kinds kube does not track a
 // generation for (configmaps, secrets, events, leases, priorityclasses,
 // nodes, namespaces) keep generation 0, as in Kubernetes. The update funcs
 // start by copying the old generation into the new object, as kube's

@@ -7,7 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -19,7 +21,7 @@ func testRegistry() *Registry {
 
 func mustLookup(t *testing.T, r *Registry, group, plural string) *Resource {
 	t.Helper()
-	gv := map[string]string{"": "v1", "apps": "v1", "coordination.k8s.io": "v1", "scheduling.k8s.io": "v1"}
+	gv := map[string]string{"": "v1", "apps": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1"}
 	res, ok := r.Lookup(group, gv[group], plural)
 	if !ok {
 		t.Fatalf("no resource %s/%s", group, plural)
@@ -61,6 +63,17 @@ func newDeployment(name string) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
 			},
+		},
+	}
+}
+
+func newPodDisruptionBudget(name string) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &one,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		},
 	}
 }

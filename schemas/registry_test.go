@@ -6,8 +6,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestRegistryLookup(t *testing.T) {
@@ -26,6 +28,7 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
+		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
 		{"coordination.k8s.io", "v1", "leases", "Lease", true, nil, nil, nil},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, []string{"pc"}, nil, nil},
 	}
@@ -75,7 +78,7 @@ func TestRegistryLookup(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
-		{Version: "v1"}, {Group: "apps", Version: "v1"},
+		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
@@ -85,7 +88,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}
@@ -115,5 +118,37 @@ func TestCodecsRoundTrip(t *testing.T) {
 	}
 	if _, _, err := r.Scheme().ObjectKinds(&corev1.Binding{}); err != nil {
 		t.Errorf("Binding is not in the scheme: %v", err)
+	}
+}
+
+// TestCodecsPodDisruptionBudget round-trips a budget through every media
+// type the registry's codecs serve; the IntOrString fields must keep their
+// kind (1 and "50%").
+func TestCodecsPodDisruptionBudget(t *testing.T) {
+	r := testRegistry()
+	pdb := newPodDisruptionBudget("web")
+	half := intstr.FromString("50%")
+	pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable = nil, &half
+	pdb.Status.DisruptionsAllowed = 2
+	for _, info := range r.Codecs().SupportedMediaTypes() {
+		t.Run(info.MediaType, func(t *testing.T) {
+			enc := r.Codecs().EncoderForVersion(info.Serializer, policyv1.SchemeGroupVersion)
+			data, err := runtime.Encode(enc, pdb.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, gvk, err := info.Serializer.Decode(data, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *gvk != policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget") {
+				t.Errorf("kind %v", gvk)
+			}
+			got := obj.(*policyv1.PodDisruptionBudget)
+			if got.Spec.MaxUnavailable == nil || *got.Spec.MaxUnavailable != half || got.Spec.MinAvailable != nil ||
+				got.Status.DisruptionsAllowed != 2 || got.Spec.Selector.MatchLabels["app"] != "web" {
+				t.Errorf("decoded %+v", got)
+			}
+		})
 	}
 }

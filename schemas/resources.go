@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -136,6 +137,7 @@ func deploymentResource(now func() time.Time) *Resource {
 }
 
 func replicaSetResource(now func() time.Time) *Resource {
+	strategy := specAndStatus(replicaSetParts)
 	return &Resource{
 		GroupVersion: gvApps, Kind: "ReplicaSet", Plural: "replicasets", Singular: "replicaset",
 		ShortNames: []string{"rs"}, Categories: []string{"all"}, Namespaced: true,
@@ -143,13 +145,32 @@ func replicaSetResource(now func() time.Time) *Resource {
 		New:                    func() Object { return &appsv1.ReplicaSet{} },
 		NewList:                func() runtime.Object { return &appsv1.ReplicaSetList{} },
 		Default:                defaulter(defaultReplicaSet),
-		PrepareForCreate:       defaulter(prepareReplicaSetCreate),
-		PrepareForUpdate:       preparer(prepareReplicaSetUpdate),
-		PrepareForStatusUpdate: preparer(prepareReplicaSetStatusUpdate),
+		PrepareForCreate:       defaulter(strategy.create),
+		PrepareForUpdate:       preparer(strategy.update),
+		PrepareForStatusUpdate: preparer(strategy.statusUpdate),
 		ValidateCreate:         createValidator(true, validateReplicaSet),
 		ValidateUpdate:         updateValidator(true, validateReplicaSetUpdate),
 		Fields:                 fieldser(true, replicaSetFields),
 		Table:                  replicaSetTable(now),
+	}
+}
+
+func podDisruptionBudgetResource(now func() time.Time) *Resource {
+	strategy := specAndStatus(podDisruptionBudgetParts)
+	return &Resource{
+		GroupVersion: gvPolicy, Kind: "PodDisruptionBudget", Plural: "poddisruptionbudgets", Singular: "poddisruptionbudget",
+		ShortNames: []string{"pdb"}, Namespaced: true,
+		Subresources:           []string{"status"},
+		New:                    func() Object { return &policyv1.PodDisruptionBudget{} },
+		NewList:                func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
+		Default:                defaulter(defaultPodDisruptionBudget),
+		PrepareForCreate:       defaulter(strategy.create),
+		PrepareForUpdate:       preparer(strategy.update),
+		PrepareForStatusUpdate: preparer(strategy.statusUpdate),
+		ValidateCreate:         createValidator(true, validatePodDisruptionBudget),
+		ValidateUpdate:         updateValidator(true, validatePodDisruptionBudgetUpdate),
+		Fields:                 fieldser[*policyv1.PodDisruptionBudget](true, nil),
+		Table:                  podDisruptionBudgetTable(now),
 	}
 }
 
@@ -200,6 +221,8 @@ func validateStatusUpdate(obj, old Object) (field.ErrorList, bool) {
 		errs = validateDeploymentStatusUpdate(o, old.(*appsv1.Deployment))
 	case *appsv1.ReplicaSet:
 		errs = validateReplicaSetStatusUpdate(o, old.(*appsv1.ReplicaSet))
+	case *policyv1.PodDisruptionBudget:
+		errs = validatePodDisruptionBudgetStatusUpdate(o, old.(*policyv1.PodDisruptionBudget))
 	default:
 		return nil, false
 	}

@@ -3,6 +3,7 @@ package schemas
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,24 +180,51 @@ func prepareDeploymentStatusUpdate(d, old *appsv1.Deployment) {
 	d.Labels = old.Labels
 }
 
-// ReplicaSets.
+// Replica sets and pod disruption budgets have the plainest strategy, as
+// kube's replicaset and poddisruptionbudget strategies do: a controller
+// owns the status, which only the status subresource writes (and it may
+// change anything but the spec, metadata included), and the generation
+// counts spec changes.
 
-func prepareReplicaSetCreate(rs *appsv1.ReplicaSet) {
-	rs.Status = appsv1.ReplicaSetStatus{}
-	rs.Generation = 1
+// specStatus is that strategy for a kind T, given a func that returns an
+// object's spec and status.
+type specStatus[T Object, Spec, Status any] func(T) (*Spec, *Status)
+
+// specAndStatus makes the specStatus strategy of parts' kind.
+func specAndStatus[T Object, Spec, Status any](parts func(T) (*Spec, *Status)) specStatus[T, Spec, Status] {
+	return parts
 }
 
-func prepareReplicaSetUpdate(rs, old *appsv1.ReplicaSet) {
-	keepGeneration(rs, old)
-	rs.Status = old.Status
-	if !apiequality.Semantic.DeepEqual(rs.Spec, old.Spec) {
-		rs.Generation = old.Generation + 1
+func (parts specStatus[T, Spec, Status]) create(obj T) {
+	_, status := parts(obj)
+	var empty Status
+	*status = empty
+	obj.SetGeneration(1)
+}
+
+func (parts specStatus[T, Spec, Status]) update(obj, old T) {
+	keepGeneration(obj, old)
+	spec, status := parts(obj)
+	oldSpec, oldStatus := parts(old)
+	*status = *oldStatus
+	if !apiequality.Semantic.DeepEqual(*spec, *oldSpec) {
+		obj.SetGeneration(old.GetGeneration() + 1)
 	}
 }
 
-func prepareReplicaSetStatusUpdate(rs, old *appsv1.ReplicaSet) {
-	keepGeneration(rs, old)
-	rs.Spec = old.Spec
+func (parts specStatus[T, Spec, Status]) statusUpdate(obj, old T) {
+	keepGeneration(obj, old)
+	spec, _ := parts(obj)
+	oldSpec, _ := parts(old)
+	*spec = *oldSpec
+}
+
+func replicaSetParts(rs *appsv1.ReplicaSet) (*appsv1.ReplicaSetSpec, *appsv1.ReplicaSetStatus) {
+	return &rs.Spec, &rs.Status
+}
+
+func podDisruptionBudgetParts(pdb *policyv1.PodDisruptionBudget) (*policyv1.PodDisruptionBudgetSpec, *policyv1.PodDisruptionBudgetStatus) {
+	return &pdb.Spec, &pdb.Status
 }
 
 // Namespaces.

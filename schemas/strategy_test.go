@@ -6,8 +6,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestPrepareForCreate(t *testing.T) {
@@ -39,6 +42,22 @@ func TestPrepareForCreate(t *testing.T) {
 		res.PrepareForCreate(d)
 		if d.Generation != 1 || d.Status.Replicas != 0 {
 			t.Errorf("generation %d status %+v", d.Generation, d.Status)
+		}
+	})
+
+	t.Run("poddisruptionbudget", func(t *testing.T) {
+		res := mustLookup(t, r, "policy", "poddisruptionbudgets")
+		pdb := newPodDisruptionBudget("web")
+		pdb.Generation = 9
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{
+			ObservedGeneration: 3, DisruptionsAllowed: 5, ExpectedPods: 5,
+			DisruptedPods: map[string]metav1.Time{"web-0": metav1.Now()},
+			Conditions:    []metav1.Condition{{Type: policyv1.DisruptionAllowedCondition, Status: metav1.ConditionTrue}},
+		}
+		res.Default(pdb)
+		res.PrepareForCreate(pdb)
+		if pdb.Generation != 1 || !apiequality.Semantic.DeepEqual(pdb.Status, policyv1.PodDisruptionBudgetStatus{}) {
+			t.Errorf("generation %d, status %+v", pdb.Generation, pdb.Status)
 		}
 	})
 
@@ -124,6 +143,18 @@ func TestPrepareForUpdateGeneration(t *testing.T) {
 			func(o Object) { o.SetAnnotations(map[string]string{"a": "b"}) }, 1},
 		{"replicaset spec", "apps", "replicasets", func() Object { return newReplicaSet("r") },
 			func(o Object) { o.(*appsv1.ReplicaSet).Spec.MinReadySeconds = 5 }, 2},
+		{"poddisruptionbudget spec", "policy", "poddisruptionbudgets", func() Object { return newPodDisruptionBudget("b") },
+			func(o Object) {
+				half := intstr.FromString("50%")
+				o.(*policyv1.PodDisruptionBudget).Spec.MinAvailable = &half
+			}, 2},
+		{"poddisruptionbudget labels and annotations", "policy", "poddisruptionbudgets", func() Object { return newPodDisruptionBudget("b") },
+			func(o Object) {
+				o.SetLabels(map[string]string{"a": "b"})
+				o.SetAnnotations(map[string]string{"a": "b"})
+			}, 1},
+		{"poddisruptionbudget status through the main resource", "policy", "poddisruptionbudgets", func() Object { return newPodDisruptionBudget("b") },
+			func(o Object) { o.(*policyv1.PodDisruptionBudget).Status.DisruptionsAllowed = 3 }, 1},
 		{"configmap has none", "", "configmaps", func() Object {
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "d"}}
 		}, func(o Object) { o.(*corev1.ConfigMap).Data = map[string]string{"a": "b"} }, 0},
@@ -156,6 +187,17 @@ func TestPrepareUpdateKeepsStatus(t *testing.T) {
 	res.PrepareForUpdate(d, old)
 	if d.Status.Replicas != 2 {
 		t.Errorf("status changed through the main resource: %d", d.Status.Replicas)
+	}
+
+	pdbRes := mustLookup(t, r, "policy", "poddisruptionbudgets")
+	oldPDB := created(pdbRes, newPodDisruptionBudget("b"))
+	oldPDB.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 1, ExpectedPods: 2}
+	pdb := oldPDB.DeepCopy()
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 7}
+	pdb.Spec.Selector = nil
+	pdbRes.PrepareForUpdate(pdb, oldPDB)
+	if !apiequality.Semantic.DeepEqual(pdb.Status, oldPDB.Status) || pdb.Generation != 2 {
+		t.Errorf("budget update: generation %d, status %+v", pdb.Generation, pdb.Status)
 	}
 
 	nsRes := mustLookup(t, r, "", "namespaces")
@@ -215,6 +257,24 @@ func TestPrepareForStatusUpdate(t *testing.T) {
 		d.Status.ReadyReplicas = 4
 		if got := errKeys(res.ValidateStatus(d, old)); !slices.Equal(got, []string{"FieldValueInvalid status.readyReplicas"}) {
 			t.Errorf("got %v", got)
+		}
+	})
+
+	t.Run("poddisruptionbudget", func(t *testing.T) {
+		res := mustLookup(t, r, "policy", "poddisruptionbudgets")
+		old := created(res, newPodDisruptionBudget("b"))
+		pdb := old.DeepCopy()
+		pdb.Spec.MinAvailable = nil
+		pdb.Generation = 12
+		pdb.Labels = map[string]string{"by-controller": "yes"}
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}
+		res.PrepareForStatusUpdate(pdb, old)
+		// kube's status strategy keeps only the spec; labels may change.
+		if pdb.Spec.MinAvailable == nil || pdb.Generation != 1 || pdb.Status.DisruptionsAllowed != 1 || pdb.Labels["by-controller"] != "yes" {
+			t.Errorf("%+v", pdb)
+		}
+		if errs := res.ValidateStatus(pdb, old); len(errs) != 0 {
+			t.Errorf("invalid: %v", errs)
 		}
 	})
 

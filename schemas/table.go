@@ -11,8 +11,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // This file ports the column definitions and print funcs of
@@ -456,6 +458,31 @@ func leaseTable(now func() time.Time) *table {
 		}
 		return []any{l.Name, holder, since(now, l.CreationTimestamp)}
 	})
+}
+
+func podDisruptionBudgetTable(now func() time.Time) *table {
+	cols := []metav1.TableColumnDefinition{
+		nameColumn,
+		{Name: "Min Available", Type: "string", Description: "The minimum number of pods that must be available."},
+		{Name: "Max Unavailable", Type: "string", Description: "The maximum number of pods that may be unavailable."},
+		{Name: "Allowed Disruptions", Type: "integer", Description: "Calculated number of pods that may be disrupted at this time."},
+		ageColumn,
+	}
+	return tableOf(cols, func(pdb *policyv1.PodDisruptionBudget) []any {
+		return []any{
+			pdb.Name, intOrStringOrNA(pdb.Spec.MinAvailable), intOrStringOrNA(pdb.Spec.MaxUnavailable),
+			int64(pdb.Status.DisruptionsAllowed), since(now, pdb.CreationTimestamp),
+		}
+	})
+}
+
+// intOrStringOrNA is how printPodDisruptionBudget prints an optional
+// IntOrString.
+func intOrStringOrNA(v *intstr.IntOrString) string {
+	if v == nil {
+		return "N/A"
+	}
+	return v.String()
 }
 
 func priorityClassTable(now func() time.Time) *table {

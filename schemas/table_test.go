@@ -8,9 +8,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func ago(d time.Duration) metav1.Time { return metav1.NewTime(testNow.Add(-d)) }
@@ -119,6 +121,7 @@ func TestTables(t *testing.T) {
 	meta := metav1.ObjectMeta{Name: "x", Namespace: "default", CreationTimestamp: age}
 	cluster := metav1.ObjectMeta{Name: "x", CreationTimestamp: age}
 	holder := "node-1"
+	two := intstr.FromInt32(2)
 	tests := []struct {
 		group, plural string
 		obj           Object
@@ -176,6 +179,10 @@ func TestTables(t *testing.T) {
 			[]any{"30s", "Warning", "BackOff", "pod/web-0", "spec.containers{app}", "kubelet, n1", "Back-off restarting", "10m", int64(4), "x"}},
 		{"coordination.k8s.io", "leases", &coordinationv1.Lease{ObjectMeta: meta, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}},
 			[]string{"Name", "Holder", "Age"}, []any{"x", "node-1", "2d1h"}},
+		{"policy", "poddisruptionbudgets", &policyv1.PodDisruptionBudget{ObjectMeta: meta,
+			Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &two},
+			Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}},
+			[]string{"Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"}, []any{"x", "2", "N/A", int64(1), "2d1h"}},
 		{"scheduling.k8s.io", "priorityclasses", &schedulingv1.PriorityClass{ObjectMeta: cluster, Value: 1000},
 			[]string{"Name", "Value", "Global-Default", "Age", "PreemptionPolicy"}, []any{"x", int64(1000), false, "2d1h", ""}},
 	}
@@ -242,12 +249,43 @@ func TestFields(t *testing.T) {
 				"reason": "Started", "reportingComponent": "kubelet", "source": "kubelet", "type": "Normal"}},
 		{"scheduling.k8s.io", "priorityclasses", &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "pc"}},
 			fields.Set{"metadata.name": "pc"}},
+		{"policy", "poddisruptionbudgets", newPodDisruptionBudget("b"),
+			fields.Set{"metadata.name": "b", "metadata.namespace": "default"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.plural, func(t *testing.T) {
 			got := mustLookup(t, r, tt.group, tt.plural).Fields(tt.obj)
 			if got.String() != tt.want.String() {
 				t.Errorf("got  %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPodDisruptionBudgetTable checks the budget columns kubectl get pdb
+// prints: an IntOrString as its String(), N/A when unset.
+func TestPodDisruptionBudgetTable(t *testing.T) {
+	res := mustLookup(t, testRegistry(), "policy", "poddisruptionbudgets")
+	intOrStr := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	tests := []struct {
+		name                 string
+		spec                 policyv1.PodDisruptionBudgetSpec
+		allowed              int32
+		minAvail, maxUnavail string
+	}{
+		{"min available int", policyv1.PodDisruptionBudgetSpec{MinAvailable: intOrStr(intstr.FromInt32(0))}, 0, "0", "N/A"},
+		{"max unavailable percent", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: intOrStr(intstr.FromString("25%"))}, 3, "N/A", "25%"},
+		{"neither", policyv1.PodDisruptionBudgetSpec{}, 0, "N/A", "N/A"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pdb := &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: "b", CreationTimestamp: ago(90 * time.Second)},
+				Spec:       tt.spec, Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: tt.allowed},
+			}
+			want := []any{"b", tt.minAvail, tt.maxUnavail, int64(tt.allowed), "90s"}
+			if row := res.Table.Row(pdb); !slices.Equal(row, want) {
+				t.Errorf("row %#v\nwant %#v", row, want)
 			}
 		})
 	}

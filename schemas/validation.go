@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -22,7 +25,7 @@ import (
 )
 
 // This file ports the validation of the non-pod kinds from
-// pkg/apis/{core,apps,coordination,scheduling}/validation.
+// pkg/apis/{core,apps,coordination,policy,scheduling}/validation.
 
 var metaPath = field.NewPath("metadata")
 
@@ -534,10 +537,16 @@ func validateRollingUpdateDeployment(ru *appsv1.RollingUpdateDeployment, fldPath
 	if intOrPercentValue(maxUnavailable) == 0 && intOrPercentValue(maxSurge) == 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("maxUnavailable"), maxUnavailable, "may not be 0 when `maxSurge` is 0"))
 	}
-	if v, isPercent := percentValue(maxUnavailable); isPercent && v > 100 {
-		errs = append(errs, field.Invalid(fldPath.Child("maxUnavailable"), maxUnavailable, "must not be greater than 100%"))
+	return append(errs, isNotMoreThan100Percent(maxUnavailable, fldPath.Child("maxUnavailable"))...)
+}
+
+// isNotMoreThan100Percent is apps' IsNotMoreThan100Percent: a percentage
+// may not exceed 100%; integers are not limited.
+func isNotMoreThan100Percent(v intstr.IntOrString, fldPath *field.Path) field.ErrorList {
+	if n, isPercent := percentValue(v); isPercent && n > 100 {
+		return field.ErrorList{field.Invalid(fldPath, v, "must not be greater than 100%")}
 	}
-	return errs
+	return nil
 }
 
 func intOrZero(v *intstr.IntOrString) intstr.IntOrString {
@@ -568,16 +577,14 @@ func validatePositiveIntOrPercent(v intstr.IntOrString, fldPath *field.Path) fie
 	return nil
 }
 
+// percentValue is getPercentValue: the number of a well-formed percentage
+// ("25%"), and false for integers and malformed strings.
 func percentValue(v intstr.IntOrString) (int, bool) {
-	if v.Type != intstr.String {
+	if v.Type != intstr.String || len(validation.IsValidPercent(v.StrVal)) != 0 {
 		return 0, false
 	}
-	s := strings.TrimSuffix(v.StrVal, "%")
-	if s == v.StrVal {
-		return 0, false
-	}
-	var n int
-	if _, err := fmt.Sscanf(s, "%d", &n); err != nil {
+	n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	if err != nil {
 		return 0, false
 	}
 	return n, true
@@ -671,6 +678,65 @@ func validateReplicaSetStatusUpdate(rs, old *appsv1.ReplicaSet) field.ErrorList 
 	}
 	if st.AvailableReplicas > st.ReadyReplicas {
 		errs = append(errs, field.Invalid(p.Child("availableReplicas"), st.AvailableReplicas, "cannot be greater than readyReplicas"))
+	}
+	return errs
+}
+
+// Pod disruption budgets: ValidatePodDisruptionBudget and
+// ValidatePodDisruptionBudgetStatusUpdate. kube checks a budget's metadata
+// no further than every kind's (the name need only be a path segment, not
+// a DNS subdomain), and neither does cairn.
+
+// unhealthyPodEvictionPolicies are the supported policies, sorted as kube
+// lists them in its NotSupported error.
+var unhealthyPodEvictionPolicies = []string{string(policyv1.AlwaysAllow), string(policyv1.IfHealthyBudget)}
+
+func validatePodDisruptionBudget(pdb *policyv1.PodDisruptionBudget) field.ErrorList {
+	return validatePodDisruptionBudgetSpec(&pdb.Spec, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("spec"))
+}
+
+// validatePodDisruptionBudgetUpdate allows spec changes, as kube has since
+// 1.15. A budget stored with a selector kube now refuses may keep its
+// invalid label values, so that it can still be updated.
+func validatePodDisruptionBudgetUpdate(pdb, old *policyv1.PodDisruptionBudget) field.ErrorList {
+	opts := metav1validation.LabelSelectorValidationOptions{
+		AllowInvalidLabelValueInSelector: len(metav1validation.ValidateLabelSelector(old.Spec.Selector, metav1validation.LabelSelectorValidationOptions{}, nil)) > 0,
+	}
+	return validatePodDisruptionBudgetSpec(&pdb.Spec, opts, field.NewPath("spec"))
+}
+
+func validatePodDisruptionBudgetSpec(s *policyv1.PodDisruptionBudgetSpec, opts metav1validation.LabelSelectorValidationOptions, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.MinAvailable != nil && s.MaxUnavailable != nil {
+		errs = append(errs, field.Invalid(fldPath, *s, "minAvailable and maxUnavailable cannot be both set"))
+	}
+	for _, f := range []struct {
+		name string
+		v    *intstr.IntOrString
+	}{{"minAvailable", s.MinAvailable}, {"maxUnavailable", s.MaxUnavailable}} {
+		if f.v != nil {
+			errs = append(errs, validatePositiveIntOrPercent(*f.v, fldPath.Child(f.name))...)
+			errs = append(errs, isNotMoreThan100Percent(*f.v, fldPath.Child(f.name))...)
+		}
+	}
+	// Unlike a workload's, a budget's selector may be missing or empty.
+	errs = append(errs, metav1validation.ValidateLabelSelector(s.Selector, opts, fldPath.Child("selector"))...)
+	if p := s.UnhealthyPodEvictionPolicy; p != nil && !slices.Contains(unhealthyPodEvictionPolicies, string(*p)) {
+		errs = append(errs, field.NotSupported(fldPath.Child("unhealthyPodEvictionPolicy"), *p, unhealthyPodEvictionPolicies))
+	}
+	return errs
+}
+
+func validatePodDisruptionBudgetStatusUpdate(pdb, old *policyv1.PodDisruptionBudget) field.ErrorList {
+	p := field.NewPath("status")
+	st := pdb.Status
+	errs := metav1validation.ValidateConditions(st.Conditions, p.Child("conditions"))
+	for _, f := range []struct {
+		name string
+		v    int32
+	}{{"disruptionsAllowed", st.DisruptionsAllowed}, {"currentHealthy", st.CurrentHealthy},
+		{"desiredHealthy", st.DesiredHealthy}, {"expectedPods", st.ExpectedPods}} {
+		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(f.v), p.Child(f.name))...)
 	}
 	return errs
 }

@@ -8,10 +8,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestValidatePodCreate(t *testing.T) {
@@ -380,5 +382,196 @@ func TestErrorMessages(t *testing.T) {
 	pres.Default(p)
 	if errs := pres.ValidateCreate(p); len(errs) != 1 || errs[0].Error() != "spec.containers: Required value" {
 		t.Errorf("got %v", errs)
+	}
+}
+
+// errDetails renders errors as "<type> <field>: <detail>", to check kube's
+// messages word for word.
+func errDetails(errs field.ErrorList) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, string(e.Type)+" "+e.Field+": "+e.Detail)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wantDetails checks errs against want, in any order, with errDetails.
+func wantDetails(t *testing.T, errs field.ErrorList, want []string) {
+	t.Helper()
+	if got := errDetails(errs); !slices.Equal(got, sorted(want)) {
+		t.Errorf("got  %q\nwant %q", got, sorted(want))
+	}
+}
+
+const (
+	badPercentMsg    = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+	badLabelValueMsg = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+func TestValidatePodDisruptionBudget(t *testing.T) {
+	res := mustLookup(t, testRegistry(), "policy", "poddisruptionbudgets")
+	intOrStr := func(v intstr.IntOrString) *intstr.IntOrString { return &v }
+	policy := func(p string) *policyv1.UnhealthyPodEvictionPolicyType {
+		v := policyv1.UnhealthyPodEvictionPolicyType(p)
+		return &v
+	}
+	tests := []struct {
+		name   string
+		mutate func(*policyv1.PodDisruptionBudget)
+		want   []string
+	}{
+		{"min available", func(*policyv1.PodDisruptionBudget) {}, nil},
+		{"max unavailable 100%", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, intOrStr(intstr.FromString("100%"))
+		}, nil},
+		{"neither set, no selector", func(p *policyv1.PodDisruptionBudget) { p.Spec = policyv1.PodDisruptionBudgetSpec{} }, nil},
+		{"empty selector selects every pod", func(p *policyv1.PodDisruptionBudget) { p.Spec.Selector = &metav1.LabelSelector{} }, nil},
+		{"zero and 0%", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.MinAvailable = intOrStr(intstr.FromInt32(0))
+			p.Spec.MaxUnavailable = nil
+		}, nil},
+		{"eviction policies", func(p *policyv1.PodDisruptionBudget) { p.Spec.UnhealthyPodEvictionPolicy = policy("AlwaysAllow") }, nil},
+		// kube validates a budget's name as a path segment only.
+		{"name need not be a subdomain", func(p *policyv1.PodDisruptionBudget) { p.Name = "Web_PDB" }, nil},
+		{"name not a path segment", func(p *policyv1.PodDisruptionBudget) { p.Name = "a/b" },
+			[]string{`FieldValueInvalid metadata.name: may not contain '/'`}},
+		{"no namespace", func(p *policyv1.PodDisruptionBudget) { p.Namespace = "" },
+			[]string{"FieldValueRequired metadata.namespace: "}},
+		{"both set", func(p *policyv1.PodDisruptionBudget) { p.Spec.MaxUnavailable = intOrStr(intstr.FromInt32(1)) },
+			[]string{"FieldValueInvalid spec: minAvailable and maxUnavailable cannot be both set"}},
+		{"negative min available", func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = intOrStr(intstr.FromInt32(-1)) },
+			[]string{"FieldValueInvalid spec.minAvailable: must be greater than or equal to 0"}},
+		{"negative max unavailable", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, intOrStr(intstr.FromInt32(-3))
+		}, []string{"FieldValueInvalid spec.maxUnavailable: must be greater than or equal to 0"}},
+		{"not a percent", func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = intOrStr(intstr.FromString("half")) },
+			[]string{"FieldValueInvalid spec.minAvailable: " + badPercentMsg}},
+		{"negative percent is not a percent", func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = intOrStr(intstr.FromString("-5%")) },
+			[]string{"FieldValueInvalid spec.minAvailable: " + badPercentMsg}},
+		{"min available over 100%", func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = intOrStr(intstr.FromString("150%")) },
+			[]string{"FieldValueInvalid spec.minAvailable: must not be greater than 100%"}},
+		{"max unavailable over 100%", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, intOrStr(intstr.FromString("101%"))
+		}, []string{"FieldValueInvalid spec.maxUnavailable: must not be greater than 100%"}},
+		{"both set and both bad", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.MinAvailable, p.Spec.MaxUnavailable = intOrStr(intstr.FromInt32(-1)), intOrStr(intstr.FromString("200%"))
+		}, []string{
+			"FieldValueInvalid spec: minAvailable and maxUnavailable cannot be both set",
+			"FieldValueInvalid spec.maxUnavailable: must not be greater than 100%",
+			"FieldValueInvalid spec.minAvailable: must be greater than or equal to 0",
+		}},
+		{"selector label key", func(p *policyv1.PodDisruptionBudget) { p.Spec.Selector.MatchLabels = map[string]string{"a b": "web"} },
+			[]string{"FieldValueInvalid spec.selector.matchLabels: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"}},
+		{"selector operator", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near", Values: []string{"x"}}}
+		}, []string{"FieldValueInvalid spec.selector.matchExpressions[0].operator: not a valid selector operator"}},
+		{"selector values", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}
+		}, []string{"FieldValueRequired spec.selector.matchExpressions[0].values: must be specified when `operator` is 'In' or 'NotIn'"}},
+		{"selector label value", func(p *policyv1.PodDisruptionBudget) {
+			p.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"bad#value"}}}
+		}, []string{"FieldValueInvalid spec.selector.matchExpressions[0].values[0]: " + badLabelValueMsg}},
+		{"unhealthy pod eviction policy", func(p *policyv1.PodDisruptionBudget) { p.Spec.UnhealthyPodEvictionPolicy = policy("Never") },
+			[]string{`FieldValueNotSupported spec.unhealthyPodEvictionPolicy: supported values: "AlwaysAllow", "IfHealthyBudget"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pdb := newPodDisruptionBudget("web")
+			tt.mutate(pdb)
+			res.Default(pdb)
+			res.PrepareForCreate(pdb)
+			wantDetails(t, res.ValidateCreate(pdb), tt.want)
+		})
+	}
+}
+
+func TestValidatePodDisruptionBudgetUpdate(t *testing.T) {
+	res := mustLookup(t, testRegistry(), "policy", "poddisruptionbudgets")
+	badValue := []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"bad#value"}}}
+	tests := []struct {
+		name   string
+		old    func(*policyv1.PodDisruptionBudget)
+		mutate func(*policyv1.PodDisruptionBudget)
+		want   []string
+	}{
+		{"spec changes are allowed", nil, func(p *policyv1.PodDisruptionBudget) {
+			half := intstr.FromString("50%")
+			p.Spec.MinAvailable, p.Spec.MaxUnavailable = nil, &half
+			p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+		}, nil},
+		{"new spec is validated", nil, func(p *policyv1.PodDisruptionBudget) {
+			two := intstr.FromInt32(2)
+			p.Spec.MaxUnavailable = &two
+		}, []string{"FieldValueInvalid spec: minAvailable and maxUnavailable cannot be both set"}},
+		{"invalid selector values may stay", func(p *policyv1.PodDisruptionBudget) { p.Spec.Selector.MatchExpressions = badValue },
+			func(p *policyv1.PodDisruptionBudget) { p.Labels = map[string]string{"x": "y"} }, nil},
+		{"but not be added", nil, func(p *policyv1.PodDisruptionBudget) { p.Spec.Selector.MatchExpressions = badValue },
+			[]string{"FieldValueInvalid spec.selector.matchExpressions[0].values[0]: " + badLabelValueMsg}},
+		{"name is immutable", nil, func(p *policyv1.PodDisruptionBudget) { p.Name = "other" },
+			[]string{"FieldValueInvalid metadata.name: field is immutable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := newPodDisruptionBudget("web")
+			if tt.old != nil {
+				tt.old(old)
+			}
+			old = created(res, old)
+			pdb := old.DeepCopy()
+			tt.mutate(pdb)
+			res.Default(pdb)
+			res.PrepareForUpdate(pdb, old)
+			wantDetails(t, res.ValidateUpdate(pdb, old), tt.want)
+		})
+	}
+}
+
+func TestValidatePodDisruptionBudgetStatus(t *testing.T) {
+	res := mustLookup(t, testRegistry(), "policy", "poddisruptionbudgets")
+	cond := func(typ, status, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionStatus(status), Reason: reason, LastTransitionTime: metav1.NewTime(testNow)}
+	}
+	tests := []struct {
+		name   string
+		status policyv1.PodDisruptionBudgetStatus
+		want   []string
+	}{
+		{"valid", policyv1.PodDisruptionBudgetStatus{
+			ObservedGeneration: 1, DisruptionsAllowed: 1, CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 3,
+			DisruptedPods: map[string]metav1.Time{"web-0": metav1.NewTime(testNow)},
+			Conditions:    []metav1.Condition{cond(policyv1.DisruptionAllowedCondition, "True", policyv1.SufficientPodsReason)},
+		}, nil},
+		{"negative counts", policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: -1, CurrentHealthy: -1, DesiredHealthy: -1, ExpectedPods: -1}, []string{
+			"FieldValueInvalid status.currentHealthy: must be greater than or equal to 0",
+			"FieldValueInvalid status.desiredHealthy: must be greater than or equal to 0",
+			"FieldValueInvalid status.disruptionsAllowed: must be greater than or equal to 0",
+			"FieldValueInvalid status.expectedPods: must be greater than or equal to 0",
+		}},
+		{"condition without status and reason", policyv1.PodDisruptionBudgetStatus{
+			Conditions: []metav1.Condition{{Type: policyv1.DisruptionAllowedCondition, LastTransitionTime: metav1.NewTime(testNow)}},
+		}, []string{
+			"FieldValueRequired status.conditions[0].reason: ",
+			"FieldValueRequired status.conditions[0].status: ",
+		}},
+		{"condition status and duplicate type", policyv1.PodDisruptionBudgetStatus{
+			Conditions: []metav1.Condition{
+				cond(policyv1.DisruptionAllowedCondition, "True", policyv1.SufficientPodsReason),
+				cond(policyv1.DisruptionAllowedCondition, "Maybe", policyv1.SufficientPodsReason),
+			},
+		}, []string{
+			"FieldValueDuplicate status.conditions[1]: ",
+			`FieldValueNotSupported status.conditions[1].status: supported values: "False", "True", "Unknown"`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := created(res, newPodDisruptionBudget("web"))
+			pdb := old.DeepCopy()
+			pdb.Status = tt.status
+			res.Default(pdb)
+			res.PrepareForStatusUpdate(pdb, old)
+			wantDetails(t, res.ValidateStatus(pdb, old), tt.want)
+		})
 	}
 }

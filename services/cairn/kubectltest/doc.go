@@ -5,7 +5,8 @@
 // data directory, and drives the machine's real kubectl against it with the
 // kubeconfig cairn writes: apply, get in every output format, selectors,
 // patch, scale, watch, describe, create, label, annotate, delete, explain,
-// api-resources, error messages, and a restart on the same data directory.
+// api-resources, error messages, PodDisruptionBudgets (create pdb, get pdb,
+// patch, validation errors), and a restart on the same data directory.
 //
 // `cairn up` also runs the controllers, so the Deployment the test applies
 // gets ReplicaSets and pods; nothing schedules or runs those pods, so they
