@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -272,41 +271,4 @@ func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
 		}
 	}
 	pod.Status.Conditions = append(pod.Status.Conditions, c)
-}
-
-// evict deletes a pod as POST pods/eviction does (policy/v1 Eviction, what
-// kubectl drain sends). cairn serves no PodDisruptionBudgets, so no budget
-// can refuse an eviction: it is the delete its deleteOptions describe
-// (grace period, preconditions, dry run), answered 201 with a Success
-// Status, as kube answers an eviction that no budget blocks.
-func (s *Server) evict(q *request) {
-	// readBody turns a protobuf body into JSON, as for a binding.
-	body, err := readBody(q.r)
-	if err != nil {
-		writeStatus(q.w, err)
-		return
-	}
-	var ev policyv1.Eviction
-	if err := decodeInto(body, &ev, strictFields(q)); err != nil {
-		writeStatus(q.w, err)
-		return
-	}
-	if ev.Name != "" && ev.Name != q.info.Name {
-		writeStatus(q.w, errBadRequest("name in URL does not match name in Eviction object"))
-		return
-	}
-	if ev.Namespace != "" && ev.Namespace != q.info.Namespace {
-		writeStatus(q.w, errBadRequest("namespace in URL does not match namespace in Eviction object"))
-		return
-	}
-	var opts metav1.DeleteOptions
-	if ev.DeleteOptions != nil {
-		opts = *ev.DeleteOptions
-	}
-	dryRunFromBody(q, opts)
-	if _, _, err := s.deleteObject(q, q.key(), q.info.Name, opts); err != nil {
-		writeStatus(q.w, err)
-		return
-	}
-	writeJSON(q.w, http.StatusCreated, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
 }

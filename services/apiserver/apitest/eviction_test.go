@@ -14,8 +14,8 @@ import (
 )
 
 // TestEviction covers POST pods/eviction (policy/v1 Eviction), what
-// kubectl drain sends. No PodDisruptionBudget kind is served, so nothing
-// can refuse one: it deletes the pod as its deleteOptions say.
+// kubectl drain sends, for pods no PodDisruptionBudget covers: it deletes
+// the pod as its deleteOptions say (TestEvictionBudget has the budgets).
 func TestEviction(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := ctxFor(t, 60*time.Second)

@@ -161,18 +161,48 @@ func TestKubectl(t *testing.T) {
 
 // testDrain drains a node with kubectl drain, which cordons it and evicts
 // its pods through pods/eviction (policy/v1 Eviction); without that
-// subresource kubectl would fall back to deleting them.
+// subresource kubectl would fall back to deleting them. A
+// PodDisruptionBudget that the disruption controller finds met holds the
+// drain back (kubectl retries the 429s until its timeout) until it goes.
 func testDrain(t *testing.T, c *cluster) {
 	if r := c.RunWith(t, "apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-1\n", 0, "create", "-f", "-"); r.Err != nil {
 		t.Fatalf("%s", r)
 	}
 	c.OK(t, "run", "drained", "--image=busybox:1.36", "--restart=Never", `--overrides={"spec":{"nodeName":"worker-1"}}`)
-	r := c.RunWith(t, "", 90*time.Second, "drain", "worker-1", "--force", "--grace-period=0", "--timeout=60s")
+	// No kubelet runs worker-1: the test reports guarded Running and Ready.
+	c.OK(t, "run", "guarded", "--image=busybox:1.36", "--restart=Never", "--labels=app=guarded", `--overrides={"spec":{"nodeName":"worker-1"}}`)
+	c.OK(t, "patch", "pod", "guarded", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}`)
+	if got := strings.TrimSpace(c.OK(t, "create", "poddisruptionbudget", "guarded", "--selector=app=guarded", "--min-available=1")); got != "poddisruptionbudget.policy/guarded created" {
+		t.Errorf("kubectl create pdb = %q", got)
+	}
+	var got string
+	if !waitFor(callTimeout, func() bool {
+		got = jsonpath(t, c, "{.status.observedGeneration} {.status.currentHealthy} {.status.disruptionsAllowed}", "pdb", "guarded")
+		return got == "1 1 0"
+	}) {
+		t.Fatalf("guarded's budget: observedGeneration, currentHealthy, disruptionsAllowed %q, want the disruption controller to find it met with none to spare (1 1 0)", got)
+	}
+	if out := c.OK(t, "get", "pdb"); !regexp.MustCompile(`(?m)^guarded\s+1\s+N/A\s+0\s+\d+s$`).MatchString(out) {
+		t.Errorf("kubectl get pdb:\n%s", out)
+	}
+	r := c.RunWith(t, "", 90*time.Second, "drain", "worker-1", "--force", "--grace-period=0", "--timeout=8s")
+	if r.Err == nil || !strings.Contains(r.Stderr, `error when evicting pods/"guarded" -n "default" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.`) {
+		t.Errorf("kubectl drain with guarded's budget met: want it refused and retried until its timeout; %s", r)
+	}
+	// It cordoned the node and evicted drained meanwhile.
+	held := r.Stdout + r.Stderr
+	if got := c.OK(t, "get", "pod", "guarded", "-o", "jsonpath={.metadata.deletionTimestamp}"); got != "" {
+		t.Errorf("the budget did not keep guarded: deletionTimestamp %q", got)
+	}
+	c.OK(t, "delete", "pdb", "guarded")
+	r = c.RunWith(t, "", 90*time.Second, "drain", "worker-1", "--force", "--grace-period=0", "--timeout=60s")
 	if r.Err != nil {
 		t.Fatalf("%s", r)
 	}
-	out := r.Stdout + r.Stderr
-	for _, want := range []string{"node/worker-1 cordoned", "evicting pod default/drained", "pod/drained evicted", "node/worker-1 drained"} {
+	out := held + r.Stdout + r.Stderr
+	for _, want := range []string{"node/worker-1 cordoned", "evicting pod default/drained", "pod/drained evicted",
+		"evicting pod default/guarded", "pod/guarded evicted", "node/worker-1 drained"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl drain does not say %q:\n%s", want, out)
 		}
@@ -180,8 +210,10 @@ func testDrain(t *testing.T, c *cluster) {
 	if got := c.OK(t, "get", "node", "worker-1", "-o", "jsonpath={.spec.unschedulable}"); got != "true" {
 		t.Errorf("drained node unschedulable = %q, want true", got)
 	}
-	if r := c.Run(t, "get", "pod", "drained"); r.Err == nil || !strings.Contains(r.Stderr, "NotFound") {
-		t.Errorf("the drained pod is still there: %s", r)
+	for _, pod := range []string{"drained", "guarded"} {
+		if r := c.Run(t, "get", "pod", pod); r.Err == nil || !strings.Contains(r.Stderr, "NotFound") {
+			t.Errorf("the drained pod %s is still there: %s", pod, r)
+		}
 	}
 	c.OK(t, "delete", "node", "worker-1")
 }

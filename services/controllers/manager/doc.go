@@ -1,7 +1,7 @@
 // Package manager runs cairn's controllers as one service, the
-// controller-manager: replicaset, deployment, garbage collector and
-// namespace controllers, each a consumer of the log that writes back
-// through the apiserver.
+// controller-manager: replicaset, deployment, garbage collector,
+// namespace, node IPAM, disruption and node lifecycle controllers, each a
+// consumer of the log that writes back through the apiserver.
 //
 // # Scale-out
 //

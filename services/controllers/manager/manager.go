@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/events/consumer/shard"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
+	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
@@ -188,6 +189,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	ipam, err := nodeipam.New(nodeipam.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, ClusterCIDR: cfg.ClusterCIDR, Owns: owns, Guard: guard, Log: log})
 	if err := add("nodeipam", ipam, err); err != nil {
+		return nil, err
+	}
+	dis, err := disruption.New(disruption.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, Owns: owns, Guard: guard, Log: log,
+		Pods: m.pods, ReplicaSets: m.rsets, Deployments: m.deps})
+	if err := add("disruption", dis, err); err != nil {
 		return nil, err
 	}
 	life, err := nodelifecycle.New(nodelifecycle.Config{RestConfig: cfg.RestConfig, JS: cfg.JS, GracePeriod: cfg.NodeMonitorGracePeriod,
