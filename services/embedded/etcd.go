@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,33 +46,6 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec := embed.NewConfig()
 	ec.Name = "cairn"
 	ec.Dir = filepath.Clean(cfg.Dir)
-	var cu url.URL
-	if cfg.NoListen {
-		// The single-member cluster needs a peer URL; it is recorded,
-		// never listened on.
-		pu := url.URL{Scheme: "http", Host: "127.0.0.1:2380"}
-		ec.ListenClientUrls, ec.AdvertiseClientUrls, ec.ListenPeerUrls = nil, nil, nil
-		ec.AdvertisePeerUrls = []url.URL{pu}
-		ec.InitialCluster = ec.Name + "=" + pu.String()
-	} else {
-		clientAddr := cfg.ClientAddr
-		if clientAddr == "" {
-			a, err := freeAddr()
-			if err != nil {
-				return nil, fmt.Errorf("embedded: etcd client port: %w", err)
-			}
-			clientAddr = a
-		}
-		peerAddr, err := freeAddr()
-		if err != nil {
-			return nil, fmt.Errorf("embedded: etcd peer port: %w", err)
-		}
-		cu = url.URL{Scheme: "http", Host: clientAddr}
-		pu := url.URL{Scheme: "http", Host: peerAddr}
-		ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-		ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-		ec.InitialCluster = ec.Name + "=" + pu.String()
-	}
 	ec.LogLevel = "error"
 	// etcd's zap logger reports normal shutdown as errors; cairn logs what
 	// matters itself.
@@ -84,9 +58,24 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.WarningApplyDuration = time.Second
 
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		return nil, fmt.Errorf("embedded: start etcd: %w", err)
+	// A port picked free may be taken before etcd listens on it (by
+	// another process picking ports the same way); pick again.
+	var (
+		cu  url.URL
+		e   *embed.Etcd
+		err error
+	)
+	for attempt := 1; ; attempt++ {
+		if cu, err = listenOn(ec, cfg); err != nil {
+			return nil, err
+		}
+		e, err = embed.StartEtcd(ec)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !isAddrInUse(err) {
+			return nil, fmt.Errorf("embedded: start etcd: %w", err)
+		}
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -120,6 +109,43 @@ func (e *Etcd) Err() <-chan error { return e.e.Err() }
 
 // Close stops the member and waits for it.
 func (e *Etcd) Close() { e.e.Close() }
+
+// listenOn sets the member's client and peer URLs: a free peer port, and
+// cfg.ClientAddr or a free client port. It returns the client URL. With
+// NoListen there are none to listen on: the single-member cluster needs a
+// peer URL, which is recorded, never listened on.
+func listenOn(ec *embed.Config, cfg EtcdConfig) (url.URL, error) {
+	if cfg.NoListen {
+		pu := url.URL{Scheme: "http", Host: "127.0.0.1:2380"}
+		ec.ListenClientUrls, ec.AdvertiseClientUrls, ec.ListenPeerUrls = nil, nil, nil
+		ec.AdvertisePeerUrls = []url.URL{pu}
+		ec.InitialCluster = ec.Name + "=" + pu.String()
+		return url.URL{}, nil
+	}
+	clientAddr := cfg.ClientAddr
+	if clientAddr == "" {
+		a, err := freeAddr()
+		if err != nil {
+			return url.URL{}, fmt.Errorf("embedded: etcd client port: %w", err)
+		}
+		clientAddr = a
+	}
+	peerAddr, err := freeAddr()
+	if err != nil {
+		return url.URL{}, fmt.Errorf("embedded: etcd peer port: %w", err)
+	}
+	cu := url.URL{Scheme: "http", Host: clientAddr}
+	pu := url.URL{Scheme: "http", Host: peerAddr}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	ec.InitialCluster = ec.Name + "=" + pu.String()
+	return cu, nil
+}
+
+// isAddrInUse: etcd could not listen because the address is taken.
+func isAddrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE)
+}
 
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
