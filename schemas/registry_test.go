@@ -21,7 +21,7 @@ func TestRegistryLookup(t *testing.T) {
 		short, cats, subs      []string
 	}{
 		{"", "v1", "namespaces", "Namespace", false, []string{"ns"}, nil, []string{"status", "finalize"}},
-		{"", "v1", "pods", "Pod", true, []string{"po"}, []string{"all"}, []string{"status", "binding", "eviction", "log", "exec", "portforward"}},
+		{"", "v1", "pods", "Pod", true, []string{"po"}, []string{"all"}, []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"}},
 		{"", "v1", "nodes", "Node", false, []string{"no"}, nil, []string{"status"}},
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},

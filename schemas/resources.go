@@ -20,7 +20,7 @@ func podResource(now func() time.Time) *Resource {
 	return &Resource{
 		GroupVersion: gvCore, Kind: "Pod", Plural: "pods", Singular: "pod",
 		ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
-		Subresources:           []string{"status", "binding", "eviction", "log", "exec", "portforward"},
+		Subresources:           []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"},
 		New:                    func() Object { return &corev1.Pod{} },
 		NewList:                func() runtime.Object { return &corev1.PodList{} },
 		Default:                defaulter(defaultPod),

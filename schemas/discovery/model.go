@@ -51,6 +51,9 @@ func Subresources(r *schemas.Resource) []Subresource {
 		case "exec":
 			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"}
 			s.Verbs = metav1.Verbs{"create", "get"}
+		case "attach":
+			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "PodAttachOptions"}
+			s.Verbs = metav1.Verbs{"create", "get"}
 		case "portforward":
 			s.GVK = schema.GroupVersionKind{Version: "v1", Kind: "PodPortForwardOptions"}
 			s.Verbs = metav1.Verbs{"create", "get"}

@@ -17,16 +17,17 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
-// pods/log, pods/exec and pods/portforward are served by the kubelet of
-// the pod's node, as in Kubernetes: the apiserver authenticates and
-// authorizes the request, finds the node's kubelet endpoint in Node.status
-// (the InternalIP address and daemonEndpoints.kubeletEndpoint.Port) and
-// proxies the request to the kubelet's HTTPS server,
-// /containerLogs/{ns}/{pod}/{container}, /exec/{ns}/{pod}/{container} and
+// pods/log, pods/exec, pods/attach and pods/portforward are served by the
+// kubelet of the pod's node, as in Kubernetes: the apiserver authenticates
+// and authorizes the request, finds the node's kubelet endpoint in
+// Node.status (the InternalIP address and
+// daemonEndpoints.kubeletEndpoint.Port) and proxies the request to the
+// kubelet's HTTPS server, /containerLogs/{ns}/{pod}/{container},
+// /exec/{ns}/{pod}/{container}, /attach/{ns}/{pod}/{container} and
 // /portForward/{ns}/{pod}, keeping the query (a port forward's ports=
-// becomes port=, as kube-apiserver passes it). An exec or a port forward
-// upgrades the connection (SPDY or WebSocket); the proxy passes the
-// upgrade through. The kubelet authenticates the apiserver by its kubelet
+// becomes port=, as kube-apiserver passes it). An exec, an attach or a
+// port forward upgrades the connection (SPDY or WebSocket); the proxy
+// passes the upgrade through. The kubelet authenticates the apiserver by its kubelet
 // client certificate (Config.KubeletClientTLS) and answers 401 or 403
 // itself, which the proxy passes through too.
 
@@ -46,7 +47,7 @@ func (s *Server) kubeletTransport() *http.Transport {
 		DialContext: (&net.Dialer{}).DialContext}
 }
 
-// proxyToKubelet serves pods/log (get), and pods/exec and
+// proxyToKubelet serves pods/log (get), and pods/exec, pods/attach and
 // pods/portforward (get or create).
 func (s *Server) proxyToKubelet(q *request) {
 	sub := q.info.Subresource
@@ -74,7 +75,7 @@ func (s *Server) proxyToKubelet(q *request) {
 			return
 		}
 		qv.Del("container")
-		path = map[string]string{"log": "/containerLogs/", "exec": "/exec/"}[sub] + pod.Namespace + "/" + pod.Name + "/" + container
+		path = map[string]string{"log": "/containerLogs/", "exec": "/exec/", "attach": "/attach/"}[sub] + pod.Namespace + "/" + pod.Name + "/" + container
 	}
 	if pod.Spec.NodeName == "" {
 		writeStatus(q.w, errBadRequest("pod %s does not have a host assigned", pod.Name))

@@ -31,7 +31,7 @@ func (s *Server) serveSubresource(q *request) {
 			return
 		}
 		s.evict(q)
-	case "log", "exec", "portforward":
+	case "log", "exec", "attach", "portforward":
 		s.proxyToKubelet(q)
 	case "finalize":
 		if q.info.Verb != "update" {

@@ -26,9 +26,9 @@ type requestAttributes struct {
 	Name        string
 }
 
-// attributesFor maps a request to its attributes. Logs, exec and port
-// forwarding, the endpoints cairn's kubelet serves, are nodes/proxy, as
-// everything the kubelet has no narrower subresource for.
+// attributesFor maps a request to its attributes. Logs, exec, attach and
+// port forwarding, the endpoints cairn's kubelet serves, are nodes/proxy,
+// as everything the kubelet has no narrower subresource for.
 func attributesFor(u events.Actor, r *http.Request, node string) requestAttributes {
 	verb := ""
 	switch r.Method {

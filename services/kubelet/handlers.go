@@ -24,9 +24,10 @@ import (
 //	GET  /healthz
 //	GET  /containerLogs/{namespace}/{pod}/{container}?follow=&previous=&tailLines=&timestamps=&sinceSeconds=&limitBytes=
 //	GET|POST /exec/{namespace}/{pod}/{container}?command=...&stdin=&stdout=&stderr=&tty=
+//	GET|POST /attach/{namespace}/{pod}/{container}?stdin=&stdout=&stderr=&tty=
 //	GET|POST /portForward/{namespace}/{pod}?port=...
 //
-// Exec and port forwarding ask the runtime for a streaming URL and
+// Exec, attach and port forwarding ask the runtime for a streaming URL and
 // reverse-proxy the upgraded connection (SPDY or websocket) to it.
 func (k *Kubelet) handler() http.Handler {
 	mux := http.NewServeMux()
@@ -34,6 +35,8 @@ func (k *Kubelet) handler() http.Handler {
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", k.serveLogs)
 	mux.HandleFunc("GET /exec/{namespace}/{pod}/{container}", k.serveExec)
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", k.serveExec)
+	mux.HandleFunc("GET /attach/{namespace}/{pod}/{container}", k.serveAttach)
+	mux.HandleFunc("POST /attach/{namespace}/{pod}/{container}", k.serveAttach)
 	mux.HandleFunc("GET /portForward/{namespace}/{pod}", k.servePortForward)
 	mux.HandleFunc("POST /portForward/{namespace}/{pod}", k.servePortForward)
 	return mux
@@ -168,25 +171,48 @@ func (k *Kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
 // serveExec prepares an exec through the runtime and proxies the client's
 // upgrade request to the runtime's streaming server.
 func (k *Kubelet) serveExec(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	cmd := q["command"]
+	cmd := r.URL.Query()["command"]
 	if len(cmd) == 0 {
 		httpError(w, fmt.Errorf("%w: no command", errBadRequest))
 		return
 	}
+	id, streams, ok := k.runningContainer(w, r)
+	if !ok {
+		return
+	}
+	raw, err := k.rt.Exec(r.Context(), &container.ExecRequest{ContainerID: id, Cmd: cmd,
+		TTY: streams.TTY, Stdin: streams.Stdin, Stdout: streams.Stdout, Stderr: streams.Stderr})
+	k.stream(w, r, "exec", raw, err)
+}
+
+// serveAttach attaches to the container's main process through the
+// runtime, as serveExec runs a command.
+func (k *Kubelet) serveAttach(w http.ResponseWriter, r *http.Request) {
+	id, streams, ok := k.runningContainer(w, r)
+	if !ok {
+		return
+	}
+	streams.ContainerID = id
+	raw, err := k.rt.Attach(r.Context(), &streams)
+	k.stream(w, r, "attach", raw, err)
+}
+
+// runningContainer finds the running container the path names and the
+// streams the query asks for (kube's names, and the older ones). ok false:
+// it answered the request (404, or 400 when the container is not running).
+func (k *Kubelet) runningContainer(w http.ResponseWriter, r *http.Request) (string, container.AttachRequest, bool) {
 	_, c, err := k.findContainer(r.Context(), r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container"), false)
 	if err != nil {
 		httpError(w, err)
-		return
+		return "", container.AttachRequest{}, false
 	}
 	if c.State != container.StateRunning {
 		http.Error(w, fmt.Sprintf("container %s is not running", c.Name), http.StatusBadRequest)
-		return
+		return "", container.AttachRequest{}, false
 	}
-	req := &container.ExecRequest{ContainerID: c.ID, Cmd: cmd, TTY: boolParam(q, "tty"),
-		Stdin: boolParam(q, "stdin", "input"), Stdout: boolParam(q, "stdout", "output"), Stderr: boolParam(q, "stderr", "error")}
-	raw, err := k.rt.Exec(r.Context(), req)
-	k.stream(w, r, "exec", raw, err)
+	q := r.URL.Query()
+	return c.ID, container.AttachRequest{TTY: boolParam(q, "tty"), Stdin: boolParam(q, "stdin", "input"),
+		Stdout: boolParam(q, "stdout", "output"), Stderr: boolParam(q, "stderr", "error")}, true
 }
 
 // servePortForward prepares a port forward into the pod's ready sandbox

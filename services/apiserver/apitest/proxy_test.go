@@ -22,8 +22,8 @@ import (
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
-// TestKubeletProxy: pods/log, pods/exec and pods/portforward reach the
-// kubelet of the pod's node (here an HTTPS endpoint standing in for the
+// TestKubeletProxy: pods/log, pods/exec, pods/attach and pods/portforward
+// reach the kubelet of the pod's node (here an HTTPS endpoint standing in for the
 // kubelet's server, which the kubelet tests exercise for real) with the
 // path and query the kubelet API expects, and the connection upgrade of an
 // exec or a port forward passes through.
@@ -113,12 +113,13 @@ func TestKubeletProxy(t *testing.T) {
 		t.Errorf("logs of a missing pod: %v", err)
 	}
 
-	// An exec and a port forward upgrade, by hand over the apiserver's
+	// An exec, an attach and a port forward upgrade, by hand over the apiserver's
 	// plain-HTTP test port. A port forward's ports= reaches the kubelet as
 	// port=, as kube-apiserver passes it.
 	api, _ := url.Parse(env.Config.Host)
 	for path, want := range map[string]string{
 		"two/exec?container=side&command=cat&stdout=true": "echo /exec/default/two/side?command=cat&stdout=true hello\n",
+		"two/attach?container=side&stdout=true":           "echo /attach/default/two/side?stdout=true hello\n",
 		"web/portforward?ports=8080&ports=9090":           "echo /portForward/default/web?port=8080&port=9090 hello\n",
 		"web/portforward":                                 "echo /portForward/default/web? hello\n",
 	} {

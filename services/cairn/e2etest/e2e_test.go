@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,20 @@ spec:
     command: ["sh", "-c", "sleep 1; exit 1"]
 `
 
+// tickerPod writes a numbered line every half second, for kubectl attach.
+const tickerPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: ticker
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: tick
+    image: cairn.local/busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.5; done"]
+`
+
 // TestE2E is issue 5's end-to-end check through the README's command path:
 // `cairn up` with its real node, then kubectl only, with containerd's CRI
 // read directly to see what really runs.
@@ -76,6 +91,11 @@ func TestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.OK(t, "apply", "-f", talkFile)
+	tickerFile := filepath.Join(t.TempDir(), "ticker.yaml")
+	if err := os.WriteFile(tickerFile, []byte(tickerPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.OK(t, "apply", "-f", tickerFile)
 
 	// The README's first example, as written.
 	c.OK(t, "apply", "-f", webYAML)
@@ -128,6 +148,8 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("port-forward", func(t *testing.T) { c.checkPortForward(t, web[0].Name) })
+
+	t.Run("attach", func(t *testing.T) { c.checkAttach(t) })
 
 	t.Run("logs -c, --previous and -f of a two-container pod", func(t *testing.T) { c.checkLogsOptions(t) })
 
@@ -208,7 +230,7 @@ func TestE2E(t *testing.T) {
 		}
 		t.Logf("%d sandboxes before delete; pod network namespaces %v", len(sandboxes), paths)
 		c.OK(t, "delete", "-f", webYAML, "--grace-period=2")
-		c.OK(t, "delete", "pod", "crash", "talk", "--grace-period=1")
+		c.OK(t, "delete", "pod", "crash", "talk", "ticker", "--grace-period=1")
 		poll(t, podWait, "no pods left", func() error {
 			if ps := c.pods(t, ""); len(ps) > 0 {
 				return fmt.Errorf("pods %v", podNames(ps))
@@ -418,6 +440,30 @@ func (c *cluster) checkPortForward(t *testing.T, pod string) {
 	if n := strings.Count(out.String(), "Handling connection for "+port); n != 2 {
 		t.Errorf("kubectl port-forward reported %d connections, want 2: %q", n, out.String())
 	}
+}
+
+// checkAttach: kubectl attach streams what the ticker's main process
+// writes from the moment it attached: later lines than the log already
+// held.
+func (c *cluster) checkAttach(t *testing.T) {
+	poll(t, podWait, "pod ticker Running", func() error {
+		if phase := c.OK(t, "get", "pod", "ticker", "-o", "jsonpath={.status.phase}"); phase != "Running" {
+			return fmt.Errorf("phase %q", phase)
+		}
+		return nil
+	})
+	before := strings.Count(c.OK(t, "logs", "ticker"), "\n")
+	out, stop := c.Background(t, "attach", "ticker")
+	defer stop()
+	tick := regexp.MustCompile(`(?m)^tick (\d+)$`)
+	poll(t, 30*time.Second, "kubectl attach to stream a tick written after it attached", func() error {
+		for _, m := range tick.FindAllStringSubmatch(out.String(), -1) {
+			if n, _ := strconv.Atoi(m[1]); n > before {
+				return nil
+			}
+		}
+		return fmt.Errorf("stdout %q (the log had %d lines)", out.String(), before)
+	})
 }
 
 func (c *cluster) checkDescribeEvents(t *testing.T, pod string) {

@@ -68,6 +68,10 @@ type Runtime interface {
 	// Exec prepares a streaming exec and returns the URL of the runtime's
 	// streaming server that serves it (SPDY or websocket).
 	Exec(ctx context.Context, req *ExecRequest) (string, error)
+	// Attach prepares a streaming attach to a running container's main
+	// process and returns the URL of the runtime's streaming server that
+	// serves it (SPDY or websocket).
+	Attach(ctx context.Context, req *AttachRequest) (string, error)
 	// PortForward prepares a port forward into a sandbox's network
 	// namespace and returns the URL of the runtime's streaming server that
 	// serves it (SPDY or websocket). ports may be empty: SPDY clients name
@@ -241,5 +245,11 @@ type ExecResult struct {
 type ExecRequest struct {
 	ContainerID                string
 	Cmd                        []string
+	TTY, Stdin, Stdout, Stderr bool
+}
+
+// AttachRequest asks for a streaming attach to a container's main process.
+type AttachRequest struct {
+	ContainerID                string
 	TTY, Stdin, Stdout, Stderr bool
 }

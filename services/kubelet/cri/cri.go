@@ -264,6 +264,16 @@ func (r *Runtime) Exec(ctx context.Context, req *container.ExecRequest) (string,
 	return resp.Url, nil
 }
 
+// Attach implements container.Runtime.
+func (r *Runtime) Attach(ctx context.Context, req *container.AttachRequest) (string, error) {
+	resp, err := r.rt.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: req.ContainerID,
+		Tty: req.TTY, Stdin: req.Stdin, Stdout: req.Stdout, Stderr: req.Stderr && !req.TTY})
+	if err != nil {
+		return "", wrap("attach", err)
+	}
+	return resp.Url, nil
+}
+
 // PortForward implements container.Runtime.
 func (r *Runtime) PortForward(ctx context.Context, sandboxID string, ports []int32) (string, error) {
 	resp, err := r.rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandboxID, Port: ports})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -199,11 +200,11 @@ func TestServerExec(t *testing.T) {
 	}
 }
 
-// wsExec runs one exec over websocket and returns stdout, stderr and the
-// status message of channel 3.
-func (r *rig) wsExec(t *testing.T, pod, c string, q url.Values, stdin string) (string, string, string) {
+// wsDial opens a websocket (v4.channel.k8s.io) to the kubelet's path with
+// query q, as the apiserver's kubelet client.
+func (r *rig) wsDial(t *testing.T, path string, q url.Values) *websocket.Conn {
 	t.Helper()
-	u := r.serverURL("/exec/default/"+pod+"/"+c, q)
+	u := r.serverURL(path, q)
 	u.Scheme = "wss"
 	d := websocket.Dialer{TLSClientConfig: r.pki.KubeletClientTLSConfig(), Subprotocols: []string{"v4.channel.k8s.io"},
 		HandshakeTimeout: 10 * time.Second}
@@ -215,6 +216,14 @@ func (r *rig) wsExec(t *testing.T, pod, c string, q url.Values, stdin string) (s
 		}
 		t.Fatalf("dial: %v", err)
 	}
+	return conn
+}
+
+// wsExec runs one exec over websocket and returns stdout, stderr and the
+// status message of channel 3.
+func (r *rig) wsExec(t *testing.T, pod, c string, q url.Values, stdin string) (string, string, string) {
+	t.Helper()
+	conn := r.wsDial(t, "/exec/default/"+pod+"/"+c, q)
 	defer conn.Close()
 	if stdin != "" {
 		if err := conn.WriteMessage(websocket.BinaryMessage, append([]byte{0}, stdin...)); err != nil {
@@ -308,5 +317,39 @@ func TestServerPortForward(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestServerAttach: an attach through the kubelet's server streams what the
+// container's main process writes from then on (websocket, channel 1).
+func TestServerAttach(t *testing.T) {
+	r := newRig(t, nil)
+	r.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "at"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "c", Command: []string{"sh", "-c", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"}}}}})
+	r.waitReady("at")
+	conn := r.wsDial(t, "/attach/default/at/c", url.Values{"stdout": {"1"}, "stderr": {"1"}})
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(wait))
+	var out bytes.Buffer
+	for strings.Count(out.String(), "\n") < 2 {
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("read after %q: %v", out.String(), err)
+		}
+		if len(msg) > 0 && msg[0] == 1 {
+			out.Write(msg[1:])
+		}
+	}
+	if !regexp.MustCompile(`^tick \d+\ntick \d+\n`).MatchString(out.String()) {
+		t.Errorf("attached stdout %q, want the ticks", out.String())
+	}
+	// Not found: a plain error, no upgrade.
+	nf, err := r.https.Get(r.serverURL("/attach/default/nope/c", url.Values{"stdout": {"1"}}).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf.Body.Close()
+	if nf.StatusCode != http.StatusNotFound {
+		t.Errorf("attach to an unknown pod: %d", nf.StatusCode)
 	}
 }

@@ -275,12 +275,17 @@ func (r *Runtime) ExecSync(_ context.Context, id string, _ []string, _ time.Dura
 	return &container.ExecResult{}, nil
 }
 
-// ErrNoStreaming is returned by Exec and PortForward: hollow containers
-// have no processes to attach to, and hollow pods no network.
+// ErrNoStreaming is returned by Exec, Attach and PortForward: hollow
+// containers have no processes to attach to, and hollow pods no network.
 var ErrNoStreaming = errors.New("hollow: no streaming on hollow nodes")
 
 // Exec implements container.Runtime.
 func (r *Runtime) Exec(context.Context, *container.ExecRequest) (string, error) {
+	return "", ErrNoStreaming
+}
+
+// Attach implements container.Runtime.
+func (r *Runtime) Attach(context.Context, *container.AttachRequest) (string, error) {
 	return "", ErrNoStreaming
 }
 
