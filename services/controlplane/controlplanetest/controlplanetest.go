@@ -240,17 +240,9 @@ func WaitForLog(t testing.TB, env *Env) int64 {
 	if err != nil {
 		t.Fatalf("etcd get: %v", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return resp.Header.Revision
-	}
-	// The publisher checks acknowledgements in revision order, so once it
-	// has the last write's, it has every earlier one's.
-	last := events.Revision(resp.Kvs[0].ModRevision)
-	for env.Publisher.LastPublished() < last {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the log did not catch up with revision %d (published: %d)", last, env.Publisher.LastPublished())
-		case <-time.After(5 * time.Millisecond):
+	if len(resp.Kvs) > 0 {
+		if err := events.WaitPublished(ctx, env.JS, events.Revision(resp.Kvs[0].ModRevision)); err != nil {
+			t.Fatalf("the log did not catch up with etcd: %v", err)
 		}
 	}
 	return resp.Header.Revision
