@@ -38,11 +38,4 @@ func SetDisruptionAllowed(pdb *policyv1.PodDisruptionBudget) {
 }
 
 // PodReady reports whether pod's Ready condition is True.
-func PodReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func PodReady(pod *corev1.Pod) bool { return hasPodReadyCondition(pod.Status.Conditions) }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-dev/cairn/schemas"
 )
 
 // PodDeletionCostAnnotation ranks the pods of a ReplicaSet for deletion:
@@ -66,7 +68,7 @@ func (r ranked) Less(i, j int) bool {
 	if pa, pb := phaseOrder(a.Status.Phase), phaseOrder(b.Status.Phase); pa != pb {
 		return pa < pb
 	}
-	if ra, rb := isReady(a), isReady(b); ra != rb {
+	if ra, rb := schemas.PodReady(a), schemas.PodReady(b); ra != rb {
 		return !ra
 	}
 	if ca, cb := deletionCost(a), deletionCost(b); ca != cb {
@@ -75,7 +77,7 @@ func (r ranked) Less(i, j int) bool {
 	if r.rank[i] != r.rank[j] {
 		return r.rank[i] > r.rank[j]
 	}
-	if isReady(a) {
+	if schemas.PodReady(a) {
 		ta, tb := readySince(a), readySince(b)
 		if !ta.Equal(tb) {
 			return r.newer(a, b, ta, tb)
@@ -158,11 +160,6 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-func isReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
 // readySince is when a ready pod last became ready (zero if unknown).
 func readySince(p *corev1.Pod) time.Time {
 	if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
@@ -176,7 +173,7 @@ func readySince(p *corev1.Pod) time.Time {
 // not yet available, after is how long until it will be (0 if never: its
 // Ready condition has no transition time).
 func available(p *corev1.Pod, minReadySeconds int32, now time.Time) (ok bool, after time.Duration) {
-	if !isReady(p) {
+	if !schemas.PodReady(p) {
 		return false, 0
 	}
 	if minReadySeconds == 0 {

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cairn-dev/cairn/schemas"
 )
 
 // calculateStatus is rs's status given the pods it controls (all of them
@@ -25,7 +27,7 @@ func calculateStatus(rs *appsv1.ReplicaSet, pods, active []*corev1.Pod, manageEr
 		if tmpl.Matches(labels.Set(p.Labels)) {
 			labeled++
 		}
-		if isReady(p) {
+		if schemas.PodReady(p) {
 			ready++
 		}
 		ok, after := available(p, rs.Spec.MinReadySeconds, now)
