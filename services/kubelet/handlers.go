@@ -48,11 +48,7 @@ var errNotFound = errors.New("kubelet: not found")
 // findContainer returns the pod and its newest container with that name
 // (the one before it with previous).
 func (k *Kubelet) findContainer(ctx context.Context, ns, name, cname string, previous bool) (*corev1.Pod, *container.Container, error) {
-	pod, ok := k.pods.Get(ns, name)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: pod %s/%s on node %s", errNotFound, ns, name, k.cfg.NodeName)
-	}
-	rs, err := k.rt.PodStatus(ctx, string(pod.UID))
+	pod, rs, err := k.runtimePod(ctx, ns, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,6 +72,19 @@ func (k *Kubelet) findContainer(ctx context.Context, ns, name, cname string, pre
 		}
 	}
 	return nil, nil, fmt.Errorf("%w: previous terminated container %q in pod %q", errNotFound, cname, name)
+}
+
+// runtimePod returns the pod of this node and what the runtime holds of it.
+func (k *Kubelet) runtimePod(ctx context.Context, ns, name string) (*corev1.Pod, *container.PodStatus, error) {
+	pod, ok := k.pods.Get(ns, name)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: pod %s/%s on node %s", errNotFound, ns, name, k.cfg.NodeName)
+	}
+	rs, err := k.rt.PodStatus(ctx, string(pod.UID))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pod, rs, nil
 }
 
 // lastTerminatedID is the containerID of the container's
@@ -231,12 +240,7 @@ func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {
 		}
 		ports = append(ports, int32(p))
 	}
-	pod, ok := k.pods.Get(ns, name)
-	if !ok {
-		httpError(w, fmt.Errorf("%w: pod %s/%s on node %s", errNotFound, ns, name, k.cfg.NodeName))
-		return
-	}
-	rs, err := k.rt.PodStatus(r.Context(), string(pod.UID))
+	_, rs, err := k.runtimePod(r.Context(), ns, name)
 	if err != nil {
 		httpError(w, err)
 		return
