@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // runAPIServer runs the apiserver (with the log publisher and the watch hub)

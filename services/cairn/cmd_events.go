@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
@@ -146,7 +147,7 @@ func runEventsVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer cli.Close()
 	defer nc.Close()
-	rep, err := events.Verify(ctx, cli, js)
+	rep, err := publish.Verify(ctx, cli, js)
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // TestKubeletProxy: pods/log, pods/exec, pods/attach and pods/portforward

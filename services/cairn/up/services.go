@@ -15,10 +15,10 @@ import (
 	history "github.com/cairn-dev/cairn/projections/history/service"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/pki"
 	"github.com/cairn-dev/cairn/services/scheduler"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )

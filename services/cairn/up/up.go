@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/pki"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
 

@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func (w *Watcher) push(rec *record) {
 		w.ended, w.err, w.queue = true, ErrSlow, nil
 		w.mu.Unlock()
 		w.cancel()
-		w.hub.log.Warn("logwatch: slow watcher ended", "stream", w.t.name, "watch", w.req.indexKey(), "revision", rec.rev)
+		w.hub.log.Warn("watchhub: slow watcher ended", "stream", w.t.name, "watch", w.req.indexKey(), "revision", rec.rev)
 		return
 	}
 	w.queue = append(w.queue, rec)

@@ -1,4 +1,4 @@
-package events_test
+package publish_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 )
 
 // publishBogus publishes ev directly, as a buggy publisher would, without a
@@ -40,21 +41,21 @@ func TestVerifyDetects(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		inject func(t *testing.T, f *fixture)
-		want   func(r *events.Report) []events.Problem
+		want   func(r *publish.Report) []publish.Problem
 	}{
 		{
 			name: "change never published",
 			inject: func(t *testing.T, f *fixture) {
 				mustWrite(t, f.e.cli, f.keys[0], pod("ns", "a", "", 9), meta(f.keys[0], "update", "x"))
 			},
-			want: func(r *events.Report) []events.Problem { return r.Missing },
+			want: func(r *publish.Report) []publish.Problem { return r.Missing },
 		},
 		{
 			name: "event published twice",
 			inject: func(t *testing.T, f *fixture) {
 				publishBogus(t, f.e.js, f.events[1])
 			},
-			want: func(r *events.Report) []events.Problem { return r.Duplicated },
+			want: func(r *publish.Report) []publish.Problem { return r.Duplicated },
 		},
 		{
 			name: "event out of order",
@@ -63,7 +64,7 @@ func TestVerifyDetects(t *testing.T) {
 				ev.Revision = events.Revision(f.noEvt)
 				publishBogus(t, f.e.js, &ev)
 			},
-			want: func(r *events.Report) []events.Problem { return r.OutOfOrder },
+			want: func(r *publish.Report) []publish.Problem { return r.OutOfOrder },
 		},
 		{
 			name: "event for no change",
@@ -73,7 +74,7 @@ func TestVerifyDetects(t *testing.T) {
 				ev.Name = "ghost"
 				publishBogus(t, f.e.js, &ev)
 			},
-			want: func(r *events.Report) []events.Problem { return r.Unexpected },
+			want: func(r *publish.Report) []publish.Problem { return r.Unexpected },
 		},
 		{
 			name: "object differs",
@@ -85,7 +86,7 @@ func TestVerifyDetects(t *testing.T) {
 				ev.Object = json.RawMessage(pod("ns", "b", "node-8", 7))
 				publishBogus(t, f.e.js, &ev)
 			},
-			want: func(r *events.Report) []events.Problem { return r.Mismatched },
+			want: func(r *publish.Report) []publish.Problem { return r.Mismatched },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestVerifyDetects(t *testing.T) {
 				}
 				f.noEvt = pr.Header.Revision
 			}
-			pub := e.startPublisher(t, events.PublisherConfig{})
+			pub := e.startPublisher(t, publish.PublisherConfig{})
 			e.waitPublished(t, last)
 			pub.halt()
 			verifyOK(t, e)
@@ -116,7 +117,7 @@ func TestVerifyDetects(t *testing.T) {
 			tc.inject(t, f)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rep, err := events.Verify(ctx, e.cli, e.js)
+			rep, err := publish.Verify(ctx, e.cli, e.js)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +145,7 @@ func compactRevision(t *testing.T, cli *clientv3.Client) int64 {
 func TestCompactorStaysBehindTheLog(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	comp := events.NewCompactor(e.cli, e.js, events.CompactorConfig{Interval: 100 * time.Millisecond}, testLogger(t))
+	comp := publish.NewCompactor(e.cli, e.js, publish.CompactorConfig{Interval: 100 * time.Millisecond}, testLogger(t))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -152,7 +153,7 @@ func TestCompactorStaysBehindTheLog(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 
-	pub := e.startPublisher(t, events.PublisherConfig{})
+	pub := e.startPublisher(t, publish.PublisherConfig{})
 	w := startWriter(t, e.cli, time.Millisecond)
 	deadline := time.Now().Add(10 * time.Second)
 	for compactRevision(t, e.cli) == 0 {
@@ -172,7 +173,7 @@ func TestCompactorStaysBehindTheLog(t *testing.T) {
 		t.Fatalf("compacted to %d, log ends at %d", c, last)
 	}
 	// The next publisher resumes with no gap.
-	e.startPublisher(t, events.PublisherConfig{})
+	e.startPublisher(t, publish.PublisherConfig{})
 	w.halt()
 	lastW, _ := w.lastRev()
 	e.waitPublished(t, lastW)

@@ -1,6 +1,8 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -73,7 +75,7 @@ type Publisher struct {
 }
 
 // NewPublisher returns a publisher; it does nothing until Run. The streams
-// must exist (EnsureStreams).
+// must exist (events.EnsureStreams).
 func NewPublisher(cli *clientv3.Client, js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger) *Publisher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -92,12 +94,12 @@ func NewPublisher(cli *clientv3.Client, js jetstream.JetStream, cfg PublisherCon
 // be on the log: acknowledged by JetStream, or found there when it became
 // leader. It is 0 until then, and stays at its last value after leadership
 // is lost. Safe for concurrent use.
-func (p *Publisher) LastPublished() Revision { return Revision(p.last.Load()) }
+func (p *Publisher) LastPublished() events.Revision { return events.Revision(p.last.Load()) }
 
 // IsLeader reports whether this publisher currently holds the election.
 func (p *Publisher) IsLeader() bool { return p.leader.Load() }
 
-func (p *Publisher) setLast(r Revision) {
+func (p *Publisher) setLast(r events.Revision) {
 	for {
 		cur := p.last.Load()
 		if int64(r) <= cur {
@@ -113,7 +115,7 @@ func (p *Publisher) setLast(r Revision) {
 // Run campaigns for leadership and publishes while leader, until ctx is
 // done; then it resigns, waits for its in-flight publishes and returns nil.
 // Errors (etcd or NATS unavailable, a rejected publish, lost leadership) are
-// logged and retried: the publisher re-derives its position from the log.
+// logged and retried: the publisher re-derives its events.Position from the log.
 func (p *Publisher) Run(ctx context.Context) error {
 	retry(ctx, p.log, "publisher: leadership term ended", p.term)
 	return nil
@@ -203,7 +205,7 @@ func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
 	m := &publisherMetrics{
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "cairn_log_publish_lag_seconds",
-			Help:    "Time from the apiserver's write (WriteMeta.Time) to the event's acknowledgement by JetStream.",
+			Help:    "Time from the apiserver's write (events.WriteMeta.Time) to the event's acknowledgement by JetStream.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		last: prometheus.NewGauge(prometheus.GaugeOpts{

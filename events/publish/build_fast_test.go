@@ -1,6 +1,8 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -27,12 +29,12 @@ func TestFillObjectFastMatchesSlow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fast := &Event{Revision: 42, Resource: "pods"}
+			fast := &events.Event{Revision: 42, Resource: "pods"}
 			fastCtl, got := fillObjectFast(fast, []byte(tt.raw))
 			if got != tt.wantFast {
 				t.Fatalf("fast path taken = %v, want %v", got, tt.wantFast)
 			}
-			slow := &Event{Revision: 42, Resource: "pods"}
+			slow := &events.Event{Revision: 42, Resource: "pods"}
 			slowCtl, err := fillObject(slow, []byte(tt.raw))
 			if err != nil {
 				t.Fatal(err)
@@ -62,7 +64,7 @@ func TestFillObjectFastMatchesSlow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var back Event
+			var back events.Event
 			if err := json.Unmarshal(env, &back); err != nil || back.Revision != 42 {
 				t.Fatalf("envelope does not decode: %v %s", err, env)
 			}

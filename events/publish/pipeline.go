@@ -1,6 +1,8 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"context"
 	"errors"
 	"fmt"
@@ -14,20 +16,20 @@ import (
 )
 
 // errWatchClosed means etcd ended the watch (lost leader, shutdown).
-var errWatchClosed = errors.New("events: etcd watch closed")
+var errWatchClosed = errors.New("publish: etcd watch closed")
 
 // publishFromTail reads where the log ends, watches etcd from there and
 // publishes until ctx is done or anything fails. It returns only after every
 // publish it made is acknowledged or has failed.
 func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
-	tail, err := readTail(ctx, p.js)
+	tail, err := events.ReadLogEnd(ctx, p.js)
 	if err != nil {
 		return err
 	}
-	last := tail.last()
-	p.setLast(last.rev)
-	p.log.Info("publisher: resuming", "revision", last.rev, "index", last.idx,
-		"cairnSeq", tail.streams[Stream].seq, "leaseSeq", tail.streams[LeaseStream].seq)
+	last := tail.Last()
+	p.setLast(last.Rev)
+	p.log.Info("publisher: resuming", "revision", last.Rev, "index", last.Index,
+		"cairnSeq", tail.Streams[events.Stream].Seq, "leaseSeq", tail.Streams[events.LeaseStream].Seq)
 
 	pl := newPipeline(p, tail)
 	defer func() {
@@ -40,7 +42,7 @@ func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
 
 	// The last revision is read again: a multi-object transaction may have
 	// been published only in part.
-	start := max(int64(last.rev), 1)
+	start := max(int64(last.Rev), 1)
 	for {
 		next, err := p.watch(ctx, pl, start, last)
 		if err != nil {
@@ -52,7 +54,7 @@ func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
 
 // watch publishes the changes from revision start on. It returns a new start
 // revision if etcd has compacted past start.
-func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last position) (int64, error) {
+func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last events.Position) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	// No WithPrevKV: it costs etcd a backend read for every change (the
@@ -75,9 +77,9 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last p
 		if resp.CompactRevision != 0 {
 			// Compaction never passes the last published revision, so this
 			// is someone else's compaction: the changes before it are lost.
-			if last.rev > 0 {
+			if last.Rev > 0 {
 				p.log.Error("publisher: etcd compacted past the log; changes are lost",
-					"err", ErrRevisionGap, "lastPublished", last.rev, "compactRevision", resp.CompactRevision)
+					"err", events.ErrRevisionGap, "lastPublished", last.Rev, "compactRevision", resp.CompactRevision)
 			} else {
 				p.log.Warn("publisher: empty log on a compacted etcd; starting at the compact revision",
 					"compactRevision", resp.CompactRevision)
@@ -85,7 +87,7 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last p
 			return resp.CompactRevision, nil
 		}
 		if err := resp.Err(); err != nil {
-			return 0, fmt.Errorf("events: watch: %w", err)
+			return 0, fmt.Errorf("publish: watch: %w", err)
 		}
 		// etcd never splits the changes of one revision across responses.
 		evs := resp.Events
@@ -98,13 +100,13 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last p
 			if err := p.fillPrev(ctx, evs[:n]); err != nil {
 				return 0, err
 			}
-			msgs, err := buildRevision(Revision(rev), evs[:n])
+			msgs, err := buildRevision(events.Revision(rev), evs[:n])
 			if err != nil {
 				return 0, err
 			}
 			evs = evs[n:]
 			for _, m := range msgs {
-				if !last.less(m.pos) {
+				if !last.Less(m.pos) {
 					continue
 				}
 				if err := pl.send(ctx, m); err != nil {
@@ -144,7 +146,7 @@ type flight struct {
 	barrier  chan struct{}
 }
 
-func newPipeline(p *Publisher, tail logTail) *pipeline {
+func newPipeline(p *Publisher, tail events.LogEnd) *pipeline {
 	pl := &pipeline{
 		p:        p,
 		seq:      map[string]uint64{},
@@ -154,9 +156,9 @@ func newPipeline(p *Publisher, tail logTail) *pipeline {
 		done:     make(chan struct{}),
 		failed:   make(chan struct{}),
 	}
-	for name, st := range tail.streams {
-		pl.seq[name] = st.seq
-		pl.lastID[name] = st.id
+	for name, st := range tail.Streams {
+		pl.seq[name] = st.Seq
+		pl.lastID[name] = st.ID
 	}
 	go pl.ack()
 	return pl
@@ -195,7 +197,7 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 		return ctx.Err()
 	}
 	prev := pl.seq[m.stream]
-	id := m.pos.msgID()
+	id := m.pos.MsgID()
 	// Two fences: the stream's last sequence, and the id of the message
 	// that must precede this one. The sequence alone is not enough with
 	// two publishers (a deposed leader still publishing): after one of a
@@ -209,7 +211,7 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 		jetstream.WithExpectLastMsgID(pl.lastID[m.stream]))
 	if err != nil {
 		<-pl.slots
-		err = fmt.Errorf("events: publish revision %s: %w", m.pos.msgID(), err)
+		err = fmt.Errorf("publish: publish revision %s: %w", m.pos.MsgID(), err)
 		pl.fail(err)
 		return err
 	}
@@ -256,7 +258,7 @@ func (pl *pipeline) ack() {
 			continue
 		}
 		m := f.m
-		pl.p.setLast(m.pos.rev)
+		pl.p.setLast(m.pos.Rev)
 		pl.p.metrics.published.WithLabelValues(m.stream).Inc()
 		if !m.metaTime.IsZero() {
 			pl.p.metrics.lag.Observe(time.Since(m.metaTime).Seconds())
@@ -267,22 +269,22 @@ func (pl *pipeline) ack() {
 func (pl *pipeline) await(f flight) error {
 	t := time.NewTimer(time.Until(f.deadline))
 	defer t.Stop()
-	id := f.m.pos.msgID()
+	id := f.m.pos.MsgID()
 	select {
 	case ack := <-f.fut.Ok():
 		switch {
 		case ack.Stream != f.m.stream:
-			return fmt.Errorf("events: revision %s stored in stream %s, want %s", id, ack.Stream, f.m.stream)
+			return fmt.Errorf("publish: revision %s stored in stream %s, want %s", id, ack.Stream, f.m.stream)
 		case ack.Sequence != f.wantSeq && ack.Duplicate:
-			return fmt.Errorf("events: revision %s already on %s at sequence %d", id, ack.Stream, ack.Sequence)
+			return fmt.Errorf("publish: revision %s already on %s at sequence %d", id, ack.Stream, ack.Sequence)
 		case ack.Sequence != f.wantSeq:
-			return fmt.Errorf("events: revision %s stored at sequence %d, want %d", id, ack.Sequence, f.wantSeq)
+			return fmt.Errorf("publish: revision %s stored at sequence %d, want %d", id, ack.Sequence, f.wantSeq)
 		}
 		return nil
 	case err := <-f.fut.Err():
-		return fmt.Errorf("events: publish revision %s: %w", id, err)
+		return fmt.Errorf("publish: publish revision %s: %w", id, err)
 	case <-t.C:
-		return fmt.Errorf("events: publish revision %s: no acknowledgement in %s", id, pl.p.cfg.AckTimeout)
+		return fmt.Errorf("publish: publish revision %s: no acknowledgement in %s", id, pl.p.cfg.AckTimeout)
 	}
 }
 
@@ -290,12 +292,12 @@ func (pl *pipeline) await(f flight) error {
 // revision's changes) from a read at the revision before.
 func (p *Publisher) fillPrev(ctx context.Context, evs []*clientv3.Event) error {
 	for _, ev := range evs {
-		if ev.Type != mvccpb.DELETE || ev.PrevKv != nil || !strings.HasPrefix(string(ev.Kv.Key), RegistryPrefix) {
+		if ev.Type != mvccpb.DELETE || ev.PrevKv != nil || !strings.HasPrefix(string(ev.Kv.Key), events.RegistryPrefix) {
 			continue
 		}
 		resp, err := p.cli.Get(ctx, string(ev.Kv.Key), clientv3.WithRev(ev.Kv.ModRevision-1))
 		if err != nil {
-			return fmt.Errorf("events: last state of %s before %d: %w", ev.Kv.Key, ev.Kv.ModRevision, err)
+			return fmt.Errorf("publish: last state of %s before %d: %w", ev.Kv.Key, ev.Kv.ModRevision, err)
 		}
 		if len(resp.Kvs) > 0 {
 			ev.PrevKv = resp.Kvs[0]

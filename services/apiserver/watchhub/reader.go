@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"context"
@@ -33,13 +33,13 @@ func (w *Watcher) catchUp(seq uint64) {
 		OptStartSeq:    seq,
 	})
 	if err != nil {
-		w.fail(fmt.Errorf("logwatch: catch-up consumer: %w", err))
+		w.fail(fmt.Errorf("watchhub: catch-up consumer: %w", err))
 		return
 	}
 	defer w.hub.deleteConsumer(w.t.name, cons)
 	it, err := cons.Messages()
 	if err != nil {
-		w.fail(fmt.Errorf("logwatch: catch-up messages: %w", err))
+		w.fail(fmt.Errorf("watchhub: catch-up messages: %w", err))
 		return
 	}
 	defer it.Stop()
@@ -57,12 +57,12 @@ func (w *Watcher) catchUp(seq uint64) {
 			continue
 		}
 		if err != nil {
-			w.fail(fmt.Errorf("logwatch: catch-up read: %w", err))
+			w.fail(fmt.Errorf("watchhub: catch-up read: %w", err))
 			return
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			w.fail(fmt.Errorf("logwatch: catch-up metadata: %w", err))
+			w.fail(fmt.Errorf("watchhub: catch-up metadata: %w", err))
 			return
 		}
 		if rec, err := newRecord(meta.Sequence.Stream, msg); err == nil && rec.rev > w.lastSentRev() && w.req.matches(rec.key) {
@@ -98,7 +98,7 @@ func (w *Watcher) handoff(q uint64) bool {
 			q = last
 		case err != nil:
 			if w.ctx.Err() == nil {
-				w.hub.log.Debug("logwatch: handoff probe failed", "stream", w.t.name, "err", err)
+				w.hub.log.Debug("watchhub: handoff probe failed", "stream", w.t.name, "err", err)
 			}
 			return false
 		case m.Sequence > floor:

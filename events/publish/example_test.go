@@ -1,4 +1,4 @@
-package events_test
+package publish_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/services/embedded"
 )
 
@@ -58,7 +59,7 @@ func Example() {
 	if err := events.EnsureStreams(ctx, js, events.StreamConfig{Replicas: 1}); err != nil {
 		log.Fatal(err)
 	}
-	pub := events.NewPublisher(cli, js, events.PublisherConfig{}, nil)
+	pub := publish.NewPublisher(cli, js, publish.PublisherConfig{}, nil)
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pub.Run(pctx) }()

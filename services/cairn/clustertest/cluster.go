@@ -1,4 +1,4 @@
-package historytest
+package clustertest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"sort"

@@ -1,6 +1,8 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +85,7 @@ func (c *Compactor) term(ctx context.Context) error {
 	tick := time.NewTicker(c.cfg.Interval)
 	defer tick.Stop()
 	// observed is the last published revision seen at the previous tick.
-	observed, err := LastPublishedRevision(ctx, c.js)
+	observed, err := events.LastPublishedRevision(ctx, c.js)
 	if err != nil {
 		return err
 	}
@@ -92,13 +94,13 @@ func (c *Compactor) term(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-sess.Done():
-			return errors.New("events: compactor election session lost")
+			return errors.New("publish: compactor election session lost")
 		case <-tick.C:
 		}
 		if err := c.compact(ctx, observed-1); err != nil {
 			c.log.Warn("compactor: compact", "revision", observed-1, "err", err)
 		}
-		now, err := LastPublishedRevision(ctx, c.js)
+		now, err := events.LastPublishedRevision(ctx, c.js)
 		if err != nil {
 			c.log.Warn("compactor: read log tail", "err", err)
 			continue
@@ -109,7 +111,7 @@ func (c *Compactor) term(ctx context.Context) error {
 
 // compact compacts etcd to rev; compacting to a revision already compacted
 // is not an error.
-func (c *Compactor) compact(ctx context.Context, rev Revision) error {
+func (c *Compactor) compact(ctx context.Context, rev events.Revision) error {
 	if rev <= 1 {
 		return nil
 	}
@@ -118,7 +120,7 @@ func (c *Compactor) compact(ctx context.Context, rev Revision) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("events: compact to %d: %w", rev, err)
+		return fmt.Errorf("publish: compact to %d: %w", rev, err)
 	}
 	c.log.Info("compactor: compacted", "revision", rev)
 	return nil

@@ -1,10 +1,11 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,93 +17,14 @@ import (
 	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
-// RegistryKey is the etcd key of an API object:
-// /registry/<group|core>/<resource>/<namespace>/<name>, or
-// /registry/<group|core>/<resource>/<name> when namespace is empty.
-func RegistryKey(group, resource, namespace, name string) string {
-	g := group
-	if g == "" {
-		g = "core"
-	}
-	if namespace == "" {
-		return RegistryPrefix + g + "/" + resource + "/" + name
-	}
-	return RegistryPrefix + g + "/" + resource + "/" + namespace + "/" + name
-}
-
-// ParseRegistryKey splits an object key made by RegistryKey. group is ""
-// for the core group. ok is false for keys outside RegistryPrefix or with
-// the wrong number of segments.
-func ParseRegistryKey(key string) (group, resource, namespace, name string, ok bool) {
-	rest, found := strings.CutPrefix(key, RegistryPrefix)
-	if !found {
-		return "", "", "", "", false
-	}
-	parts := strings.Split(rest, "/")
-	for _, p := range parts {
-		if p == "" {
-			return "", "", "", "", false
-		}
-	}
-	switch len(parts) {
-	case 3:
-		group, resource, name = parts[0], parts[1], parts[2]
-	case 4:
-		group, resource, namespace, name = parts[0], parts[1], parts[2], parts[3]
-	default:
-		return "", "", "", "", false
-	}
-	if group == "core" {
-		group = ""
-	}
-	return group, resource, namespace, name, true
-}
-
-// position is the place of one event in the log: its revision and its index
-// among the events of that revision (0 for the usual one-object write).
-type position struct {
-	rev Revision
-	idx int
-}
-
-func (p position) less(q position) bool {
-	return p.rev < q.rev || (p.rev == q.rev && p.idx < q.idx)
-}
-
-// msgID is the Nats-Msg-Id of the event at p: the revision, with "-<idx>"
-// for the extra objects of a multi-object transaction.
-func (p position) msgID() string {
-	if p.idx == 0 {
-		return p.rev.String()
-	}
-	return p.rev.String() + "-" + strconv.Itoa(p.idx)
-}
-
-func parseMsgID(id string) (position, error) {
-	revs, idxs, multi := strings.Cut(id, "-")
-	rev, err := ParseRevision(revs)
-	if err != nil || revs == "" {
-		return position{}, fmt.Errorf("events: message id %q: %w", id, ErrBadRevision)
-	}
-	p := position{rev: rev}
-	if multi {
-		n, err := strconv.Atoi(idxs)
-		if err != nil || n < 1 {
-			return position{}, fmt.Errorf("events: message id %q: %w", id, ErrBadRevision)
-		}
-		p.idx = n
-	}
-	return p, nil
-}
-
 // outMsg is one event ready to publish.
 type outMsg struct {
-	pos    position
+	pos    events.Position
 	stream string
 	key    string
-	ev     *Event
+	ev     *events.Event
 	msg    *nats.Msg
-	// metaTime is WriteMeta.Time, zero for foreign writes (lag unknown).
+	// metaTime is events.WriteMeta.Time, zero for foreign writes (lag unknown).
 	metaTime time.Time
 }
 
@@ -110,21 +32,21 @@ type outMsg struct {
 // the order of the transaction's operations. The result depends only on the
 // changes (except ids and times of foreign writes), so a publisher that
 // restarts in the middle of a revision rebuilds the same positions.
-func buildRevision(rev Revision, evs []*clientv3.Event) ([]*outMsg, error) {
-	var meta *WriteMeta
+func buildRevision(rev events.Revision, evs []*clientv3.Event) ([]*outMsg, error) {
+	var meta *events.WriteMeta
 	var objs []*clientv3.Event
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
 		switch {
-		case key == MetaKey && ev.Type == mvccpb.PUT:
+		case key == events.MetaKey && ev.Type == mvccpb.PUT:
 			// Unreadable metadata is published as a foreign write rather
 			// than stopping the log.
-			var m WriteMeta
+			var m events.WriteMeta
 			if codec.Unmarshal(ev.Kv.Value, &m) == nil {
 				meta = &m
 			}
-		case strings.HasPrefix(key, RegistryPrefix):
-			if _, _, _, _, ok := ParseRegistryKey(key); ok {
+		case strings.HasPrefix(key, events.RegistryPrefix):
+			if _, _, _, _, ok := events.ParseRegistryKey(key); ok {
 				objs = append(objs, ev)
 			}
 		}
@@ -149,16 +71,16 @@ func buildRevision(rev Revision, evs []*clientv3.Event) ([]*outMsg, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.pos = position{rev: rev, idx: i}
+		m.pos = events.Position{Rev: rev, Index: i}
 		out = append(out, m)
 	}
 	return out, nil
 }
 
-func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (*outMsg, error) {
+func buildEvent(rev events.Revision, ev *clientv3.Event, meta *events.WriteMeta, owner bool) (*outMsg, error) {
 	key := string(ev.Kv.Key)
-	group, resource, namespace, name, _ := ParseRegistryKey(key)
-	e := &Event{
+	group, resource, namespace, name, _ := events.ParseRegistryKey(key)
+	e := &events.Event{
 		Revision:  rev,
 		Group:     group,
 		Resource:  resource,
@@ -168,31 +90,31 @@ func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (
 	var raw []byte
 	switch {
 	case ev.Type == mvccpb.DELETE:
-		e.Type = Deleted
+		e.Type = events.Deleted
 		if ev.PrevKv != nil {
 			raw = ev.PrevKv.Value
 		}
 	case ev.Kv.CreateRevision == ev.Kv.ModRevision:
-		e.Type = Added
+		e.Type = events.Added
 		raw = ev.Kv.Value
 	default:
-		e.Type = Modified
+		e.Type = events.Modified
 		raw = ev.Kv.Value
 	}
 	controller, err := fillObject(e, raw)
 	if err != nil {
-		return nil, fmt.Errorf("events: revision %d key %s: %w", rev, key, err)
+		return nil, fmt.Errorf("publish: revision %d key %s: %w", rev, key, err)
 	}
 	// A change may move the object to another controller; only the
-	// apiserver, which has the previous state, can tell (WriteMeta.Moved).
-	// Where it cannot, the event goes out on Empty, which every partition's
+	// apiserver, which has the previous state, can tell (events.WriteMeta.Moved).
+	// Where it cannot, the event goes out on events.Empty, which every partition's
 	// consumers receive.
-	if e.Type != Modified || meta != nil && owner && !meta.Moved {
-		e.Partition = Partition(namespace, controller)
+	if e.Type != events.Modified || meta != nil && owner && !meta.Moved {
+		e.Partition = events.Partition(namespace, controller)
 	}
-	m := &outMsg{stream: Stream, key: key, ev: e}
-	if IsLease(group, resource) {
-		m.stream = LeaseStream
+	m := &outMsg{stream: events.Stream, key: key, ev: e}
+	if events.IsLease(group, resource) {
+		m.stream = events.LeaseStream
 	}
 	if meta != nil {
 		e.Verb = meta.Verb
@@ -223,16 +145,16 @@ func buildEvent(rev Revision, ev *clientv3.Event, meta *WriteMeta, owner bool) (
 		return nil, err
 	}
 	m.msg = &nats.Msg{Subject: e.Subject(), Data: data, Header: nats.Header{}}
-	m.msg.Header.Set(MsgHeaderRevision, rev.String())
-	m.msg.Header.Set(MsgHeaderType, string(e.Type))
+	m.msg.Header.Set(events.MsgHeaderRevision, rev.String())
+	m.msg.Header.Set(events.MsgHeaderType, string(e.Type))
 	return m, nil
 }
 
-// fillObject sets Object (with metadata.resourceVersion = Revision), Kind,
+// fillObject sets Object (with metadata.resourceVersion = events.Revision), Kind,
 // Version, UID and, for pods, NodeName from the stored JSON, and returns
 // the name of the object's controller owner. A value that is not a JSON
 // object is carried as JSON null.
-func fillObject(e *Event, raw []byte) (controller string, err error) {
+func fillObject(e *events.Event, raw []byte) (controller string, err error) {
 	if len(raw) == 0 {
 		e.Object = json.RawMessage("null")
 		return "", nil
@@ -321,7 +243,7 @@ var metadataOpen = []byte(`"metadata":{`)
 // has no resourceVersion. It reads the document once and splices the
 // resourceVersion in, instead of rebuilding it. It reports false (and
 // changes nothing) for anything else.
-func fillObjectFast(e *Event, raw []byte) (controller string, ok bool) {
+func fillObjectFast(e *events.Event, raw []byte) (controller string, ok bool) {
 	var h objectHead
 	if codec.Unmarshal(raw, &h) != nil || h.Metadata.ResourceVersion != "" {
 		return "", false
@@ -359,19 +281,19 @@ var nullObject = []byte(`"object":null`)
 
 // encodeEnvelope marshals an event without re-validating its object: the
 // object is already JSON (fillObject made it), so it is spliced in.
-func encodeEnvelope(e *Event) ([]byte, error) {
+func encodeEnvelope(e *events.Event) ([]byte, error) {
 	obj := e.Object
 	e.Object = nil
 	head, err := json.Marshal(e)
 	e.Object = obj
 	if err != nil {
-		return nil, fmt.Errorf("events: encode event: %w", err)
+		return nil, fmt.Errorf("publish: encode event: %w", err)
 	}
 	// Every field before object is a string or number, so the first
 	// `"object":null` is the field itself, never text inside a value.
 	i := bytes.Index(head, nullObject)
 	if i < 0 {
-		return nil, fmt.Errorf("events: encode event: object field not found")
+		return nil, fmt.Errorf("publish: encode event: object field not found")
 	}
 	if len(obj) == 0 {
 		obj = json.RawMessage("null")

@@ -1,4 +1,4 @@
-package events_test
+package publish_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestPublisherPublishesEveryChange(t *testing.T) {
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	pub := e.startPublisher(t, events.PublisherConfig{Registerer: reg})
+	pub := e.startPublisher(t, publish.PublisherConfig{Registerer: reg})
 	ctx := context.Background()
 	cli := e.cli
 
@@ -177,7 +178,7 @@ func TestPublisherPublishesEveryChange(t *testing.T) {
 
 func TestPublisherMultiObjectTxn(t *testing.T) {
 	e := newEnv(t)
-	e.startPublisher(t, events.PublisherConfig{})
+	e.startPublisher(t, publish.PublisherConfig{})
 	ctx := context.Background()
 	ka := events.RegistryKey("", "configmaps", "ns", "a")
 	kb := events.RegistryKey("", "configmaps", "ns", "b")
@@ -301,7 +302,7 @@ func TestPublisherFailover(t *testing.T) {
 			// The leader keeps running but loses its lease, as in a
 			// partition: the fence on sequences must keep it from
 			// interleaving with its successor.
-			resp, err := e.cli.Get(context.Background(), events.DefaultPublisherElection, clientv3.WithFirstCreate()...)
+			resp, err := e.cli.Get(context.Background(), publish.DefaultPublisherElection, clientv3.WithFirstCreate()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -314,7 +315,7 @@ func TestPublisherFailover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			cfg := events.PublisherConfig{SessionTTL: 2 * time.Second, MaxInFlight: 64}
+			cfg := publish.PublisherConfig{SessionTTL: 2 * time.Second, MaxInFlight: 64}
 			a := e.startPublisher(t, cfg)
 			b := e.startPublisher(t, cfg)
 			w := startWriter(t, e.cli, 0)
@@ -354,8 +355,8 @@ func TestPublisherFailover(t *testing.T) {
 // sequence fence alone must keep the log exactly once.
 func TestPublisherSplitBrain(t *testing.T) {
 	e := newEnv(t)
-	e.startPublisher(t, events.PublisherConfig{ElectionPrefix: "/cairn/election/a", MaxInFlight: 32})
-	e.startPublisher(t, events.PublisherConfig{ElectionPrefix: "/cairn/election/b", MaxInFlight: 32})
+	e.startPublisher(t, publish.PublisherConfig{ElectionPrefix: "/cairn/election/a", MaxInFlight: 32})
+	e.startPublisher(t, publish.PublisherConfig{ElectionPrefix: "/cairn/election/b", MaxInFlight: 32})
 	w := startWriter(t, e.cli, 0)
 	time.Sleep(1500 * time.Millisecond)
 	w.halt()
@@ -391,7 +392,7 @@ func TestPublisherResumesInsideARevision(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.startPublisher(t, events.PublisherConfig{})
+	e.startPublisher(t, publish.PublisherConfig{})
 	got := waitEvents(t, e.js, 3)
 	if len(got) != 3 || got[0].ID != first.ID || got[1].Name != "b" || got[2].Name != "c" {
 		t.Fatalf("got %d events", len(got))
@@ -418,7 +419,7 @@ func waitEvents(t *testing.T, js jetstream.JetStream, n int) []*events.Event {
 // foreign update, whose previous state nobody compared.
 func TestPublisherPartitions(t *testing.T) {
 	e := newEnv(t)
-	e.startPublisher(t, events.PublisherConfig{})
+	e.startPublisher(t, publish.PublisherConfig{})
 	ctx := context.Background()
 	key := events.RegistryKey("", "pods", "ns", "web-1")
 	controlled := object("v1", "Pod", "ns", "web-1", map[string]any{"metadata": map[string]any{

@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func (t *tail) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		log.Warn("logwatch: tail failed, restarting", "from", next, "err", err)
+		log.Warn("watchhub: tail failed, restarting", "from", next, "err", err)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -95,7 +95,7 @@ func (t *tail) start(ctx context.Context) (uint64, error) {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		t.hub.log.Info("logwatch: waiting for stream", "stream", t.name, "err", err)
+		t.hub.log.Info("watchhub: waiting for stream", "stream", t.name, "err", err)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -162,7 +162,7 @@ func (t *tail) consume(ctx context.Context, from, target uint64) error {
 		}
 		rec, err := newRecord(meta.Sequence.Stream, msg)
 		if err != nil {
-			t.hub.log.Error("logwatch: undecodable event skipped", "stream", t.name, "seq", meta.Sequence.Stream, "err", err)
+			t.hub.log.Error("watchhub: undecodable event skipped", "stream", t.name, "seq", meta.Sequence.Stream, "err", err)
 		}
 		t.apply(meta.Sequence.Stream, rec, meta.NumPending == 0 || meta.Sequence.Stream >= target)
 	}
@@ -202,7 +202,7 @@ func (h *Hub) deleteConsumerName(stream, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		h.log.Debug("logwatch: delete consumer", "stream", stream, "consumer", name, "err", err)
+		h.log.Debug("watchhub: delete consumer", "stream", stream, "consumer", name, "err", err)
 	}
 }
 
@@ -221,7 +221,7 @@ func (t *tail) apply(seq uint64, rec *record, caughtUp bool) {
 		return
 	}
 	if rec.rev <= t.head {
-		t.hub.log.Error("logwatch: revision out of order skipped", "stream", t.name, "seq", seq, "revision", rec.rev, "head", t.head)
+		t.hub.log.Error("watchhub: revision out of order skipped", "stream", t.name, "seq", seq, "revision", rec.rev, "head", t.head)
 		return
 	}
 	if old, evicted := t.ring.push(rec); evicted {

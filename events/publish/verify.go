@@ -1,6 +1,8 @@
-package events
+package publish
 
 import (
+	"github.com/cairn-dev/cairn/events"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,17 +18,17 @@ import (
 
 // Problem is one violation of the log contract found by Verify.
 type Problem struct {
-	Stream   string   // stream of the message, "" for a change with no message
-	Seq      uint64   // stream sequence, 0 if none
-	Revision Revision // revision of the change or message
-	Index    int      // index of the event within its revision
-	Key      string   // etcd key of the object, if known
+	Stream   string          // stream of the message, "" for a change with no message
+	Seq      uint64          // stream sequence, 0 if none
+	Revision events.Revision // revision of the change or message
+	Index    int             // index of the event within its revision
+	Key      string          // etcd key of the object, if known
 	Detail   string
 }
 
 func (p Problem) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "revision=%s", position{rev: p.Revision, idx: p.Index}.msgID())
+	fmt.Fprintf(&b, "revision=%s", events.Position{Rev: p.Revision, Index: p.Index}.MsgID())
 	if p.Stream != "" {
 		fmt.Fprintf(&b, " stream=%s seq=%d", p.Stream, p.Seq)
 	}
@@ -43,8 +45,8 @@ func (p Problem) String() string {
 type Report struct {
 	// CompactRevision and HeadRevision bound the etcd history checked:
 	// (CompactRevision, HeadRevision].
-	CompactRevision Revision
-	HeadRevision    Revision
+	CompactRevision events.Revision
+	HeadRevision    events.Revision
 	// Messages read from CAIRN and CAIRN_LEASES.
 	Events, LeaseEvents int
 	// Changes is the number of API-object changes in the history checked;
@@ -91,7 +93,7 @@ func (r *Report) Write(w io.Writer) error {
 			len(r.Missing), len(r.Duplicated), len(r.OutOfOrder), len(r.Unexpected), len(r.Mismatched))
 	}
 	_, err := fmt.Fprintf(w, "verify: %s: %d events on %s, %d on %s; history (%d, %d]: %d changes; %d objects compared\n",
-		status, r.Events, Stream, r.LeaseEvents, LeaseStream, r.CompactRevision, r.HeadRevision, r.Changes, r.Keys)
+		status, r.Events, events.Stream, r.LeaseEvents, events.LeaseStream, r.CompactRevision, r.HeadRevision, r.Changes, r.Keys)
 	return err
 }
 
@@ -99,8 +101,8 @@ func (r *Report) Write(w io.Writer) error {
 type storedEvent struct {
 	stream string
 	seq    uint64
-	pos    position
-	ev     *Event
+	pos    events.Position
+	ev     *events.Event
 	key    string
 }
 
@@ -113,23 +115,23 @@ type storedEvent struct {
 // Run it when writes have stopped and the publisher has caught up: changes
 // it has not published yet are reported missing.
 func Verify(ctx context.Context, cli *clientv3.Client, js jetstream.JetStream) (*Report, error) {
-	head, err := cli.Get(ctx, RegistryPrefix, clientv3.WithPrefix())
+	head, err := cli.Get(ctx, events.RegistryPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("events: verify: read etcd: %w", err)
+		return nil, fmt.Errorf("publish: verify: read etcd: %w", err)
 	}
-	r := &Report{HeadRevision: Revision(head.Header.Revision), Keys: len(head.Kvs)}
-	cairn, err := readStream(ctx, js, Stream)
+	r := &Report{HeadRevision: events.Revision(head.Header.Revision), Keys: len(head.Kvs)}
+	cairn, err := readStream(ctx, js, events.Stream)
 	if err != nil {
 		return nil, err
 	}
-	leases, err := readStream(ctx, js, LeaseStream)
+	leases, err := readStream(ctx, js, events.LeaseStream)
 	if err != nil {
 		return nil, err
 	}
 	r.Events, r.LeaseEvents = len(cairn), len(leases)
-	byPos := map[position]*storedEvent{}
+	byPos := map[events.Position]*storedEvent{}
 	r.checkOrder(cairn, byPos)
-	leaseByPos := map[position]*storedEvent{}
+	leaseByPos := map[events.Position]*storedEvent{}
 	r.checkOrder(leases, leaseByPos)
 
 	changes, compact, err := readHistory(ctx, cli, r.HeadRevision)
@@ -143,7 +145,7 @@ func Verify(ctx context.Context, cli *clientv3.Client, js jetstream.JetStream) (
 	newer := map[string]bool{}
 	for _, msgs := range [][]*storedEvent{cairn, leases} {
 		for _, m := range msgs {
-			if m.pos.rev > r.HeadRevision {
+			if m.pos.Rev > r.HeadRevision {
 				newer[m.key] = true
 			}
 		}
@@ -154,10 +156,10 @@ func Verify(ctx context.Context, cli *clientv3.Client, js jetstream.JetStream) (
 }
 
 // checkOrder fills byPos and reports duplicates and disorder.
-func (r *Report) checkOrder(msgs []*storedEvent, byPos map[position]*storedEvent) {
-	var prev position
+func (r *Report) checkOrder(msgs []*storedEvent, byPos map[events.Position]*storedEvent) {
+	var prev events.Position
 	for _, m := range msgs {
-		p := Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.rev, Index: m.pos.idx, Key: m.key}
+		p := Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.Rev, Index: m.pos.Index, Key: m.key}
 		if m.ev == nil {
 			p.Detail = "undecodable event"
 			r.Unexpected = append(r.Unexpected, p)
@@ -168,8 +170,8 @@ func (r *Report) checkOrder(msgs []*storedEvent, byPos map[position]*storedEvent
 			continue
 		}
 		byPos[m.pos] = m
-		if !prev.less(m.pos) {
-			p.Detail = fmt.Sprintf("after revision %s", prev.msgID())
+		if !prev.Less(m.pos) {
+			p.Detail = fmt.Sprintf("after revision %s", prev.MsgID())
 			r.OutOfOrder = append(r.OutOfOrder, p)
 			continue
 		}
@@ -177,17 +179,17 @@ func (r *Report) checkOrder(msgs []*storedEvent, byPos map[position]*storedEvent
 	}
 }
 
-func (r *Report) checkHistory(changes []*outMsg, cairn []*storedEvent, byPos map[position]*storedEvent,
-	leases []*storedEvent, leaseByPos map[position]*storedEvent, newer map[string]bool) {
-	expected := map[position]bool{}
+func (r *Report) checkHistory(changes []*outMsg, cairn []*storedEvent, byPos map[events.Position]*storedEvent,
+	leases []*storedEvent, leaseByPos map[events.Position]*storedEvent, newer map[string]bool) {
+	expected := map[events.Position]bool{}
 	latestLease := map[string]*outMsg{}
 	for _, c := range changes {
-		if c.stream == LeaseStream {
+		if c.stream == events.LeaseStream {
 			latestLease[c.key] = c
 			continue
 		}
 		expected[c.pos] = true
-		p := Problem{Revision: c.pos.rev, Index: c.pos.idx, Key: c.key}
+		p := Problem{Revision: c.pos.Rev, Index: c.pos.Index, Key: c.key}
 		m, ok := byPos[c.pos]
 		if !ok {
 			r.Missing = append(r.Missing, p)
@@ -199,22 +201,22 @@ func (r *Report) checkHistory(changes []*outMsg, cairn []*storedEvent, byPos map
 		if newer[key] {
 			continue
 		}
-		p := Problem{Revision: c.pos.rev, Index: c.pos.idx, Key: key}
+		p := Problem{Revision: c.pos.Rev, Index: c.pos.Index, Key: key}
 		m, ok := leaseByPos[c.pos]
 		if !ok {
-			p.Detail = "latest change of the lease not on " + LeaseStream
+			p.Detail = "latest change of the lease not on " + events.LeaseStream
 			r.Missing = append(r.Missing, p)
 			continue
 		}
 		r.compareChange(p, c, m)
 		expected[c.pos] = true
 	}
-	inRange := func(p position) bool { return p.rev > r.CompactRevision && p.rev <= r.HeadRevision }
+	inRange := func(p events.Position) bool { return p.Rev > r.CompactRevision && p.Rev <= r.HeadRevision }
 	for _, msgs := range [][]*storedEvent{cairn, leases} {
 		for _, m := range msgs {
 			if inRange(m.pos) && !expected[m.pos] {
-				r.Unexpected = append(r.Unexpected, Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.rev,
-					Index: m.pos.idx, Key: m.key, Detail: "no such change in etcd"})
+				r.Unexpected = append(r.Unexpected, Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.Rev,
+					Index: m.pos.Index, Key: m.key, Detail: "no such change in etcd"})
 			}
 		}
 	}
@@ -243,10 +245,10 @@ func (r *Report) checkState(kvs []*mvccpb.KeyValue, cairn, leases []*storedEvent
 	last := map[string]*storedEvent{}
 	for _, msgs := range [][]*storedEvent{cairn, leases} {
 		for _, m := range msgs {
-			if m.ev == nil || m.pos.rev > r.HeadRevision {
+			if m.ev == nil || m.pos.Rev > r.HeadRevision {
 				continue
 			}
-			if l, ok := last[m.key]; !ok || l.pos.less(m.pos) {
+			if l, ok := last[m.key]; !ok || l.pos.Less(m.pos) {
 				last[m.key] = m
 			}
 		}
@@ -254,25 +256,25 @@ func (r *Report) checkState(kvs []*mvccpb.KeyValue, cairn, leases []*storedEvent
 	inEtcd := map[string]bool{}
 	for _, kv := range kvs {
 		key := string(kv.Key)
-		if _, _, _, _, ok := ParseRegistryKey(key); !ok {
+		if _, _, _, _, ok := events.ParseRegistryKey(key); !ok {
 			continue
 		}
 		inEtcd[key] = true
 		if newer[key] {
 			continue
 		}
-		p := Problem{Revision: Revision(kv.ModRevision), Key: key}
+		p := Problem{Revision: events.Revision(kv.ModRevision), Key: key}
 		m, ok := last[key]
 		if !ok {
 			p.Detail = "object has no event"
 			r.Mismatched = append(r.Mismatched, p)
 			continue
 		}
-		p.Stream, p.Seq, p.Index = m.stream, m.seq, m.pos.idx
+		p.Stream, p.Seq, p.Index = m.stream, m.seq, m.pos.Index
 		switch {
-		case m.pos.rev != p.Revision:
-			p.Detail = fmt.Sprintf("last event at revision %s, object at %d", m.pos.msgID(), kv.ModRevision)
-		case m.ev.Type == Deleted:
+		case m.pos.Rev != p.Revision:
+			p.Detail = fmt.Sprintf("last event at revision %s, object at %d", m.pos.MsgID(), kv.ModRevision)
+		case m.ev.Type == events.Deleted:
 			p.Detail = "last event is DELETED but the object exists"
 		case !sameObject(m.ev.Object, kv.Value):
 			p.Detail = "last event's object differs from etcd"
@@ -282,9 +284,9 @@ func (r *Report) checkState(kvs []*mvccpb.KeyValue, cairn, leases []*storedEvent
 		r.Mismatched = append(r.Mismatched, p)
 	}
 	for key, m := range last {
-		if !inEtcd[key] && !newer[key] && m.ev.Type != Deleted {
-			r.Mismatched = append(r.Mismatched, Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.rev,
-				Index: m.pos.idx, Key: key, Detail: "last event is " + string(m.ev.Type) + " but the object does not exist"})
+		if !inEtcd[key] && !newer[key] && m.ev.Type != events.Deleted {
+			r.Mismatched = append(r.Mismatched, Problem{Stream: m.stream, Seq: m.seq, Revision: m.pos.Rev,
+				Index: m.pos.Index, Key: key, Detail: "last event is " + string(m.ev.Type) + " but the object does not exist"})
 		}
 	}
 }
@@ -309,11 +311,11 @@ func sameObject(a, b []byte) bool {
 func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]*storedEvent, error) {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s: %w", name, err)
+		return nil, fmt.Errorf("publish: stream %s: %w", name, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s info: %w", name, err)
+		return nil, fmt.Errorf("publish: stream %s info: %w", name, err)
 	}
 	if info.State.Msgs == 0 {
 		return nil, nil
@@ -321,29 +323,29 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]*st
 	end := info.State.LastSeq
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s consumer: %w", name, err)
+		return nil, fmt.Errorf("publish: stream %s consumer: %w", name, err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s consume: %w", name, err)
+		return nil, fmt.Errorf("publish: stream %s consume: %w", name, err)
 	}
 	defer it.Stop()
 	var out []*storedEvent
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			return nil, fmt.Errorf("events: read stream %s: %w", name, err)
+			return nil, fmt.Errorf("publish: read stream %s: %w", name, err)
 		}
 		md, err := msg.Metadata()
 		if err != nil {
-			return nil, fmt.Errorf("events: read stream %s: %w", name, err)
+			return nil, fmt.Errorf("publish: read stream %s: %w", name, err)
 		}
 		se := &storedEvent{stream: name, seq: md.Sequence.Stream}
-		se.pos, _ = msgPosition(msg.Headers())
-		var ev Event
+		se.pos, _ = events.MsgPosition(msg.Headers())
+		var ev events.Event
 		if json.Unmarshal(msg.Data(), &ev) == nil && ev.Revision != 0 {
 			se.ev = &ev
-			se.key = RegistryKey(ev.Group, ev.Resource, ev.Namespace, ev.Name)
+			se.key = events.RegistryKey(ev.Group, ev.Resource, ev.Namespace, ev.Name)
 		}
 		out = append(out, se)
 		if se.seq >= end {
@@ -354,12 +356,12 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]*st
 
 // readHistory returns the API-object changes etcd still keeps up to head
 // (as events, with their positions) and the compact revision.
-func readHistory(ctx context.Context, cli *clientv3.Client, head Revision) ([]*outMsg, Revision, error) {
-	var compact Revision
+func readHistory(ctx context.Context, cli *clientv3.Client, head events.Revision) ([]*outMsg, events.Revision, error) {
+	var compact events.Revision
 	start := int64(1)
 	var out []*outMsg
 	for attempt := 0; ; attempt++ {
-		if Revision(start) > head || head <= 1 {
+		if events.Revision(start) > head || head <= 1 {
 			return out, compact, nil
 		}
 		wctx, cancel := context.WithCancel(ctx)
@@ -368,7 +370,7 @@ func readHistory(ctx context.Context, cli *clientv3.Client, head Revision) ([]*o
 		done := false
 		for resp := range wch {
 			if resp.CompactRevision != 0 && attempt < 3 {
-				compact = Revision(resp.CompactRevision)
+				compact = events.Revision(resp.CompactRevision)
 				start = resp.CompactRevision + 1
 				out = nil
 				break
@@ -383,15 +385,15 @@ func readHistory(ctx context.Context, cli *clientv3.Client, head Revision) ([]*o
 				for n < len(evs) && evs[n].Kv.ModRevision == rev {
 					n++
 				}
-				if Revision(rev) <= head {
-					msgs, berr := buildRevision(Revision(rev), evs[:n])
+				if events.Revision(rev) <= head {
+					msgs, berr := buildRevision(events.Revision(rev), evs[:n])
 					if berr != nil {
 						err = berr
 						break
 					}
 					out = append(out, msgs...)
 				}
-				if Revision(rev) >= head {
+				if events.Revision(rev) >= head {
 					done = true
 				}
 				evs = evs[n:]
@@ -402,7 +404,7 @@ func readHistory(ctx context.Context, cli *clientv3.Client, head Revision) ([]*o
 		}
 		cancel()
 		if err != nil {
-			return nil, 0, fmt.Errorf("events: verify: read etcd history: %w", err)
+			return nil, 0, fmt.Errorf("publish: verify: read etcd history: %w", err)
 		}
 		if done {
 			return out, compact, nil
@@ -411,7 +413,7 @@ func readHistory(ctx context.Context, cli *clientv3.Client, head Revision) ([]*o
 			return nil, 0, ctx.Err()
 		}
 		if attempt >= 3 {
-			return nil, 0, errors.New("events: verify: etcd history kept being compacted")
+			return nil, 0, errors.New("publish: verify: etcd history kept being compacted")
 		}
 	}
 }

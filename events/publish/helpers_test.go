@@ -1,4 +1,4 @@
-package events_test
+package publish_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
 
@@ -50,15 +51,15 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // running is a publisher running in a goroutine of the test.
 type running struct {
-	p    *events.Publisher
+	p    *publish.Publisher
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-func (e *env) startPublisher(t *testing.T, cfg events.PublisherConfig) *running {
+func (e *env) startPublisher(t *testing.T, cfg publish.PublisherConfig) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{p: events.NewPublisher(e.cli, e.js, cfg, testLogger(t)), stop: cancel, done: make(chan struct{})}
+	r := &running{p: publish.NewPublisher(e.cli, e.js, cfg, testLogger(t)), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		if err := r.p.Run(ctx); err != nil {
@@ -179,11 +180,11 @@ func tailAll(t *testing.T, js jetstream.JetStream, opts events.TailOptions) []*e
 	return out
 }
 
-func verifyOK(t *testing.T, e *env) *events.Report {
+func verifyOK(t *testing.T, e *env) *publish.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := events.Verify(ctx, e.cli, e.js)
+	rep, err := publish.Verify(ctx, e.cli, e.js)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}

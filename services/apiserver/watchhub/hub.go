@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 var (
 	// ErrClosed is returned by Watch and WaitFor, and by Watcher.Err, once
 	// Run has returned.
-	ErrClosed = errors.New("logwatch: hub closed")
+	ErrClosed = errors.New("watchhub: hub closed")
 	// ErrSlow ends a watcher whose reader fell more than Config.WatcherBuffer
 	// events behind the log.
-	ErrSlow = errors.New("logwatch: watcher too slow")
+	ErrSlow = errors.New("watchhub: watcher too slow")
 	// ErrUnknownStream is returned by Head and WaitFor for a stream the hub
 	// does not tail.
-	ErrUnknownStream = errors.New("logwatch: unknown stream")
+	ErrUnknownStream = errors.New("watchhub: unknown stream")
 )
 
 // Defaults for Config.
@@ -153,7 +153,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.started {
 		h.mu.Unlock()
-		return errors.New("logwatch: Run called twice")
+		return errors.New("watchhub: Run called twice")
 	}
 	h.started = true
 	h.mu.Unlock()
@@ -197,7 +197,7 @@ func (h *Hub) shutdown() {
 func (h *Hub) Head(stream string) (events.Revision, error) {
 	t, ok := h.tails[stream]
 	if !ok {
-		return 0, fmt.Errorf("logwatch: head %q: %w", stream, ErrUnknownStream)
+		return 0, fmt.Errorf("watchhub: head %q: %w", stream, ErrUnknownStream)
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -211,7 +211,7 @@ func (h *Hub) Head(stream string) (events.Revision, error) {
 func (h *Hub) WaitFor(ctx context.Context, stream string, rev events.Revision) error {
 	t, ok := h.tails[stream]
 	if !ok {
-		return fmt.Errorf("logwatch: wait %q: %w", stream, ErrUnknownStream)
+		return fmt.Errorf("watchhub: wait %q: %w", stream, ErrUnknownStream)
 	}
 	for {
 		t.mu.Lock()
@@ -227,7 +227,7 @@ func (h *Hub) WaitFor(ctx context.Context, stream string, rev events.Revision) e
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("logwatch: wait for %d: %w", rev, ctx.Err())
+			return fmt.Errorf("watchhub: wait for %d: %w", rev, ctx.Err())
 		case <-h.done:
 			return ErrClosed
 		}
@@ -252,7 +252,7 @@ func (h *Hub) Watch(ctx context.Context, req Request) (*Watcher, error) {
 	select {
 	case <-t.ready:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("logwatch: watch: %w", ctx.Err())
+		return nil, fmt.Errorf("watchhub: watch: %w", ctx.Err())
 	case <-h.done:
 		return nil, ErrClosed
 	}
@@ -268,7 +268,7 @@ func (h *Hub) Watch(ctx context.Context, req Request) (*Watcher, error) {
 	seq, err := events.SeekRevision(ctx, h.js, t.name, req.From+1)
 	if err != nil {
 		w.cancel()
-		return nil, fmt.Errorf("logwatch: watch %s from %d: %w", req.indexKey(), req.From, err)
+		return nil, fmt.Errorf("watchhub: watch %s from %d: %w", req.indexKey(), req.From, err)
 	}
 	if err := h.start(w, func() { w.catchUp(seq) }); err != nil {
 		return nil, err

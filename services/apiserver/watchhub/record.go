@@ -1,4 +1,4 @@
-package logwatch
+package watchhub
 
 import (
 	"errors"
@@ -56,7 +56,7 @@ func (r *record) event(log *slog.Logger, stream string) *events.Event {
 	r.once.Do(func() {
 		ev, err := decodeEnvelope(r.data, r.rev)
 		if err != nil {
-			log.Error("logwatch: undecodable event skipped", "stream", stream, "seq", r.seq, "revision", r.rev, "err", err)
+			log.Error("watchhub: undecodable event skipped", "stream", stream, "seq", r.seq, "revision", r.rev, "err", err)
 		}
 		r.ev, r.data = ev, nil
 	})

@@ -1,4 +1,4 @@
-package events_test
+package publish_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 )
 
 // helperEnv carries "<etcd endpoint> <nats url>" to the child publisher.
@@ -47,7 +48,7 @@ func TestHelperPublisherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := events.NewPublisher(cli, js, events.PublisherConfig{SessionTTL: 2 * time.Second}, testLogger(t))
+	p := publish.NewPublisher(cli, js, publish.PublisherConfig{SessionTTL: 2 * time.Second}, testLogger(t))
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func childPublisher(t *testing.T, e *env) (*exec.Cmd, *bytes.Buffer) {
 // would, but without the wait.
 func revokeLeader(t *testing.T, cli *clientv3.Client) {
 	t.Helper()
-	resp, err := cli.Get(context.Background(), events.DefaultPublisherElection, clientv3.WithPrefix())
+	resp, err := cli.Get(context.Background(), publish.DefaultPublisherElection, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestPublisherCrash(t *testing.T) {
 		t.Skip("kills processes; skipped with -short")
 	}
 	e := newEnv(t)
-	comp := events.NewCompactor(e.cli, e.js, events.CompactorConfig{Interval: 300 * time.Millisecond}, testLogger(t))
+	comp := publish.NewCompactor(e.cli, e.js, publish.CompactorConfig{Interval: 300 * time.Millisecond}, testLogger(t))
 	cctx, cstop := context.WithCancel(context.Background())
 	cdone := make(chan struct{})
 	go func() {

@@ -1,4 +1,4 @@
-// Package logwatch serves Kubernetes watches from the event log.
+// Package watchhub serves Kubernetes watches from the event log.
 //
 // The apiserver answers every watch through a Hub, never through per-client
 // etcd watches, so the cost of a watch is a filter over events already in
@@ -76,11 +76,11 @@
 //
 // Errors: ErrTooOld (from package events) for a revision older than the
 // log; ErrSlow; ErrClosed; ErrUnknownStream from Head and WaitFor; context
-// errors; NATS errors wrapped with a "logwatch:" prefix.
+// errors; NATS errors wrapped with a "watchhub:" prefix.
 //
 // Limits: if a stream is deleted and recreated (sequences restart), the
 // hub does not notice; restart it. A stream emptied by its limits cannot
 // tell which revisions it lost, so a watch from before that point starts at
 // the end of the log rather than failing (see events.SeekRevision).
 // Undecodable messages are logged and skipped by every path alike.
-package logwatch
+package watchhub
