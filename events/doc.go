@@ -126,6 +126,16 @@
 // chain. Write responses carry X-Cairn-Event-Id, the id of the event the
 // write produced.
 //
+// # Reading the log
+//
+// Every reader of the log goes through Reader (Read for a callback): one
+// ordered consumer on one stream, filtered on the server by subject
+// (ReadOptions.Filters), from a stream sequence (SeekRevision turns a
+// revision into one), either to the end the stream had when it was opened
+// or, with Follow, for ever. Stop deletes its consumer from the server.
+// The controllers' caches (events/consumer), the apiserver's watch hub,
+// the history projection, replay, Tail and Verify all read through it.
+//
 // # Exactly once
 //
 // Package events/publish documents how the log is made: one etcd

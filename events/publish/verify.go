@@ -307,51 +307,24 @@ func sameObject(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// readStream reads every message of a stream with an ordered consumer.
+// readStream reads every message of a stream.
 func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]*storedEvent, error) {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("publish: stream %s: %w", name, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("publish: stream %s info: %w", name, err)
-	}
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	end := info.State.LastSeq
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, fmt.Errorf("publish: stream %s consumer: %w", name, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("publish: stream %s consume: %w", name, err)
-	}
-	defer it.Stop()
 	var out []*storedEvent
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("publish: read stream %s: %w", name, err)
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("publish: read stream %s: %w", name, err)
-		}
-		se := &storedEvent{stream: name, seq: md.Sequence.Stream}
-		se.pos, _ = events.MsgPosition(msg.Headers())
+	err := events.Read(ctx, js, events.ReadOptions{Stream: name}, func(m *events.Msg) error {
+		se := &storedEvent{stream: name, seq: m.Seq}
+		se.pos, _ = m.Position()
 		var ev events.Event
-		if json.Unmarshal(msg.Data(), &ev) == nil && ev.Revision != 0 {
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Revision != 0 {
 			se.ev = &ev
 			se.key = events.RegistryKey(ev.Group, ev.Resource, ev.Namespace, ev.Name)
 		}
 		out = append(out, se)
-		if se.seq >= end {
-			return out, nil
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish: read stream %s: %w", name, err)
 	}
+	return out, nil
 }
 
 // readHistory returns the API-object changes etcd still keeps up to head

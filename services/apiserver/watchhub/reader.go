@@ -27,25 +27,15 @@ func (w *Watcher) catchUp(seq uint64) {
 		return
 	}
 	filter := events.Filter(w.req.Group, w.req.Resource, w.req.Node, w.req.Namespace, w.req.Name)
-	cons, err := w.hub.orderedConsumer(w.ctx, w.t.name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    seq,
-	})
+	r, err := events.NewReader(w.ctx, w.hub.js, events.ReadOptions{Stream: w.t.name, Filters: []string{filter}, FromSeq: seq, Follow: true})
 	if err != nil {
-		w.fail(fmt.Errorf("watchhub: catch-up consumer: %w", err))
+		w.fail(fmt.Errorf("watchhub: catch-up: %w", err))
 		return
 	}
-	defer w.hub.deleteConsumer(w.t.name, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		w.fail(fmt.Errorf("watchhub: catch-up messages: %w", err))
-		return
-	}
-	defer it.Stop()
+	defer r.Stop()
 	for {
 		nctx, cancel := context.WithTimeout(w.ctx, w.hub.cfg.HandoffPoll)
-		msg, err := it.Next(jetstream.NextContext(nctx))
+		m, err := r.Next(nctx)
 		cancel()
 		if w.ctx.Err() != nil {
 			return
@@ -57,21 +47,16 @@ func (w *Watcher) catchUp(seq uint64) {
 			continue
 		}
 		if err != nil {
-			w.fail(fmt.Errorf("watchhub: catch-up read: %w", err))
+			w.fail(fmt.Errorf("watchhub: catch-up: %w", err))
 			return
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			w.fail(fmt.Errorf("watchhub: catch-up metadata: %w", err))
-			return
-		}
-		if rec, err := newRecord(meta.Sequence.Stream, msg); err == nil && rec.rev > w.lastSentRev() && w.req.matches(rec.key) {
+		if rec, err := newRecord(m); err == nil && rec.rev > w.lastSentRev() && w.req.matches(rec.key) {
 			if ev := rec.event(w.hub.log, w.t.name); ev != nil && !w.send(ev) {
 				return
 			}
 		}
-		q = meta.Sequence.Stream
-		if (w.t.floorSeqA.Load() <= q || meta.NumPending == 0) && w.handoff(q) {
+		q = m.Seq
+		if (w.t.floorSeqA.Load() <= q || m.Pending == 0) && w.handoff(q) {
 			return
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas/codec"
 )
@@ -29,17 +27,17 @@ type record struct {
 
 // newRecord reads msg's revision and subject. A message without them (not
 // from cairn's publisher) is decoded at once to find them.
-func newRecord(seq uint64, msg jetstream.Msg) (*record, error) {
-	rev, err := events.ParseRevision(msg.Headers().Get(events.MsgHeaderRevision))
-	key, ok := events.ParseSubject(msg.Subject())
+func newRecord(m *events.Msg) (*record, error) {
+	rev, err := events.ParseRevision(m.Header.Get(events.MsgHeaderRevision))
+	key, ok := events.ParseSubject(m.Subject)
 	if err == nil && rev > 0 && ok {
-		return &record{seq: seq, rev: rev, key: key, data: msg.Data()}, nil
+		return &record{seq: m.Seq, rev: rev, key: key, data: m.Data}, nil
 	}
-	ev, err := decodeEnvelope(msg.Data(), 0)
+	ev, err := decodeEnvelope(m.Data, 0)
 	if err != nil {
 		return nil, err
 	}
-	return decodedRecord(seq, ev), nil
+	return decodedRecord(m.Seq, ev), nil
 }
 
 // decodedRecord is a record of an event already decoded.

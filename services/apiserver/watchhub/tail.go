@@ -2,14 +2,11 @@ package watchhub
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/cairn-dev/cairn/events"
 )
@@ -138,71 +135,21 @@ func (t *tail) markReadyLocked() {
 // consume runs one ordered consumer from sequence from until it fails or
 // ctx is done.
 func (t *tail) consume(ctx context.Context, from, target uint64) error {
-	cons, err := t.hub.orderedConsumer(ctx, t.name, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   from,
-	})
+	r, err := events.NewReader(ctx, t.hub.js, events.ReadOptions{Stream: t.name, FromSeq: from, Follow: true})
 	if err != nil {
-		return fmt.Errorf("ordered consumer: %w", err)
+		return err
 	}
-	defer t.hub.deleteConsumer(t.name, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("messages: %w", err)
-	}
-	defer it.Stop()
+	defer r.Stop()
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		m, err := r.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("next: %w", err)
+			return err
 		}
-		meta, err := msg.Metadata()
+		rec, err := newRecord(m)
 		if err != nil {
-			return fmt.Errorf("metadata: %w", err)
+			t.hub.log.Error("watchhub: undecodable event skipped", "stream", t.name, "seq", m.Seq, "err", err)
 		}
-		rec, err := newRecord(meta.Sequence.Stream, msg)
-		if err != nil {
-			t.hub.log.Error("watchhub: undecodable event skipped", "stream", t.name, "seq", meta.Sequence.Stream, "err", err)
-		}
-		t.apply(meta.Sequence.Stream, rec, meta.NumPending == 0 || meta.Sequence.Stream >= target)
-	}
-}
-
-// consumerInactive is how long the server keeps an ordered consumer whose
-// client went away without deleting it.
-const consumerInactive = 30 * time.Second
-
-// orderedConsumer creates an ordered consumer that deleteConsumer can
-// remove. The create request does not follow ctx: a request cancelled in
-// flight may still create the consumer on the server, which would then
-// linger until it expires; the name prefix lets a failed create be undone.
-func (h *Hub) orderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	cfg.NamePrefix = nuid.Next()
-	cfg.InactiveThreshold = consumerInactive
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	cons, err := h.js.OrderedConsumer(cctx, stream, cfg)
-	if err != nil {
-		// The library names its first consumer <prefix>_1.
-		h.deleteConsumerName(stream, cfg.NamePrefix+"_1")
-		return nil, err
-	}
-	return cons, nil
-}
-
-// deleteConsumer removes an ordered consumer from the server once it is
-// stopped; the client library leaves it to expire otherwise.
-func (h *Hub) deleteConsumer(stream string, cons jetstream.Consumer) {
-	if info := cons.CachedInfo(); info != nil {
-		h.deleteConsumerName(stream, info.Name)
-	}
-}
-
-func (h *Hub) deleteConsumerName(stream, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		h.log.Debug("watchhub: delete consumer", "stream", stream, "consumer", name, "err", err)
+		t.apply(m.Seq, rec, m.Pending == 0 || m.Seq >= target)
 	}
 }
 
