@@ -18,7 +18,7 @@ import (
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/schemas"
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
+	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 )
 
 // errVerifyFailed makes `events verify` exit 1 after printing its report.

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
+	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 )
 
 // serviceFlags are the connection flags of every service that runs as its

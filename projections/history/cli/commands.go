@@ -18,7 +18,7 @@ import (
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/projections/history/timeline"
 	"github.com/cairn-dev/cairn/projections/history/travel"
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
+	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 )
 
 // done maps -h to success.
