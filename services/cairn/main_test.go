@@ -39,6 +39,9 @@ func TestRun(t *testing.T) {
 		{name: "up help", args: []string{"up", "-h"}, wantCode: 0, wantStderr: "-data-dir"},
 		{name: "up bad flag", args: []string{"up", "--bogus"}, wantCode: 2, wantStderr: "flag provided but not defined"},
 		{name: "up bad log level", args: []string{"up", "--data-dir", "DATA", "--log-level", "loud"}, wantCode: 1, wantStderr: `log level "loud"`},
+		{name: "timeline help", args: []string{"timeline", "-h"}, wantCode: 0, wantStderr: "else $KUBECONFIG"},
+		{name: "events verify help", args: []string{"events", "verify", "-h"}, wantCode: 0, wantStderr: "so KUBECONFIG=D/kubeconfig finds D/endpoints.json"},
+		{name: "kubelet help", args: []string{"kubelet", "-h"}, wantCode: 0, wantStderr: "for user system:node:<node-name>, group system:nodes"},
 		{name: "up bad listen", args: []string{"up", "--data-dir", "DATA", "--listen", "6443"}, wantCode: 1, wantStderr: `listen address "6443"`},
 	}
 	for _, tt := range tests {
