@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,9 @@ const (
 	callTimeout = 60 * time.Second  // one cairn command
 	stopTimeout = 30 * time.Second  // cairn up to end after a signal
 )
+
+// TestMain checks that no test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // cluster is a running `cairn up --node=false` and what the test made in it.
 type cluster struct {
