@@ -42,6 +42,10 @@ func TestRun(t *testing.T) {
 		{name: "timeline help", args: []string{"timeline", "-h"}, wantCode: 0, wantStderr: "else $KUBECONFIG"},
 		{name: "events verify help", args: []string{"events", "verify", "-h"}, wantCode: 0, wantStderr: "so KUBECONFIG=D/kubeconfig finds D/endpoints.json"},
 		{name: "kubelet help", args: []string{"kubelet", "-h"}, wantCode: 0, wantStderr: "for user system:node:<node-name>, group system:nodes"},
+		{name: "events verify with addresses needs no data dir", args: []string{"events", "verify", "--data-dir", "DATA", "--etcd-endpoints", "http://127.0.0.1:1", "--nats-url", "nats://127.0.0.1:1"},
+			wantCode: 1, wantStderr: "cairn events: nats nats://127.0.0.1:1:"},
+		{name: "events tail with --nats-url needs no data dir", args: []string{"events", "tail", "--data-dir", "DATA", "--nats-url", "nats://127.0.0.1:1"},
+			wantCode: 1, wantStderr: "cairn events: nats nats://127.0.0.1:1:"},
 		{name: "up bad listen", args: []string{"up", "--data-dir", "DATA", "--listen", "6443"}, wantCode: 1, wantStderr: `listen address "6443"`},
 	}
 	for _, tt := range tests {
