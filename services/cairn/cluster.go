@@ -90,7 +90,7 @@ func (src kubeconfigSource) check(f *cmdFlags) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && !src.named && !f.given("data-dir") && f.kubeconfigEnv:
 			return fmt.Errorf("no kubeconfig: %s does not exist and neither --kubeconfig nor KUBECONFIG is set "+
-				"(run where the data directory of a cairn up is, or pass --data-dir or --kubeconfig)", p)
+				"(run where the .cairn of a cairn up is, or set KUBECONFIG, or pass --data-dir or --kubeconfig)", p)
 		case err != nil:
 			return fmt.Errorf("%s: %w", src.what, err)
 		}
