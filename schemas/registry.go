@@ -1,12 +1,14 @@
 package schemas
 
 import (
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,7 +39,7 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// policy 17100, scheduling.k8s.io 16600, coordination.k8s.io 16500).
+// policy 17100, rbac.authorization.k8s.io 17000, scheduling.k8s.io 16600, coordination.k8s.io 16500).
 var (
 	gvCore         = schema.GroupVersion{Version: "v1"}
 	gvApps         = schema.GroupVersion{Group: "apps", Version: "v1"}
@@ -58,11 +60,11 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvPolicy, gvScheduling, gvCoordination}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvPolicy, gvRBAC, gvScheduling, gvCoordination}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
-	for _, res := range []*Resource{
+	for _, res := range slices.Concat([]*Resource{
 		configMapResource(r.clock),
 		eventResource(r.clock),
 		namespaceResource(r.clock),
@@ -72,9 +74,10 @@ func NewRegistry(opts ...Option) *Registry {
 		deploymentResource(r.clock),
 		replicaSetResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
+	}, rbacResources(r.clock), []*Resource{
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
-	} {
+	}) {
 		r.all = append(r.all, res)
 		r.byGVR[res.GVR()] = res
 		r.byGVK[res.GVK()] = res
@@ -124,6 +127,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(appsv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
+	utilruntime.Must(rbacv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))
 	// corev1 registered the unversioned meta types (Status, WatchEvent, list

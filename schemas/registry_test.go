@@ -31,6 +31,10 @@ func TestRegistryLookup(t *testing.T) {
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
 		{"coordination.k8s.io", "v1", "leases", "Lease", true, nil, nil, nil},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, []string{"pc"}, nil, nil},
+		{"rbac.authorization.k8s.io", "v1", "roles", "Role", true, nil, nil, nil},
+		{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, nil, nil, nil},
+		{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, nil, nil, nil},
+		{"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, nil, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.plural, func(t *testing.T) {
@@ -79,7 +83,7 @@ func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "policy", Version: "v1"},
-		{Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
 		t.Errorf("Groups() = %v", got)
@@ -88,7 +92,8 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets",
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "priorityclasses", "leases"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/pki"
 )
@@ -98,132 +100,32 @@ type Authorizer interface {
 	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string)
 }
 
-// DefaultAuthorizer is cairn's built-in policy, the subset of kube's default
-// RBAC roles that its own components need, as rules (defaultPolicy):
-//   - system:masters may do anything;
-//   - the controller manager and the scheduler may do anything to API
-//     objects;
-//   - nodes (group system:nodes) may read everything, write Nodes, Events,
-//     Leases and pods' status, and create and delete pods;
-//   - everyone authenticated may read discovery, OpenAPI, health, version
-//     and metrics, and ask who they are and what they may do (the self
-//     reviews);
-//   - anyone may read health and version.
-type DefaultAuthorizer struct{}
+// MastersAuthorizer allows members of system:masters everything and
+// nobody else anything: kube's privileged-group authorizer on its own. It
+// is the authorizer of a Server configured without one; the control plane
+// gives its apiserver the RBAC authorizer (package rbac), which starts with
+// the same rule.
+type MastersAuthorizer struct{}
 
-var (
-	_ Authorizer = DefaultAuthorizer{}
-	_ RuleLister = DefaultAuthorizer{}
-)
+var _ Authorizer = MastersAuthorizer{}
 
-// PolicyRule grants verbs on API resources, or on non-resource URLs, as an
-// RBAC PolicyRule does; "*" matches anything.
-type PolicyRule struct {
-	Verbs     []string
-	APIGroups []string
-	// Resources are "pods", "pods/status", "pods/*" (every subresource of
-	// pods) or "*" (every resource and subresource).
-	Resources []string
-	// NonResourceURLs are paths; a trailing "*" matches a prefix.
-	NonResourceURLs []string
+// Authorize implements Authorizer.
+func (MastersAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
+	return slices.Contains(a.User.Groups, GroupMasters), ""
 }
 
-// grant gives rules to users and to the members of groups.
-type grant struct {
-	Users, Groups []string
-	Rules         []PolicyRule
-}
-
-// RuleLister is an Authorizer that can list what a user may do; it
-// answers SelfSubjectRulesReview (kubectl auth can-i --list).
+// RuleLister is an Authorizer that can list what a user may do in a
+// namespace; it answers SelfSubjectRulesReview (kubectl auth can-i --list).
 type RuleLister interface {
-	RulesFor(u User) []PolicyRule
+	RulesFor(u User, namespace string) authorizationv1.SubjectRulesReviewStatus
 }
 
 // GroupUnauthenticated is the group of requests without credentials.
 const GroupUnauthenticated = "system:unauthenticated"
 
-var (
-	anything    = []string{"*"}
-	publicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
-)
-
-// defaultPolicy is DefaultAuthorizer's policy.
-var defaultPolicy = []grant{
-	{Groups: []string{GroupMasters}, Rules: []PolicyRule{
-		{Verbs: anything, APIGroups: anything, Resources: anything},
-		{Verbs: anything, NonResourceURLs: anything},
-	}},
-	{Users: []string{UserControllers, UserScheduler}, Rules: []PolicyRule{
-		{Verbs: anything, APIGroups: anything, Resources: anything},
-	}},
-	{Groups: []string{GroupNodes}, Rules: []PolicyRule{
-		{Verbs: []string{"get", "list", "watch"}, APIGroups: anything, Resources: anything},
-		{Verbs: anything, APIGroups: anything, Resources: []string{"nodes", "nodes/*", "events", "events/*", "leases", "leases/*", "pods/status"}},
-		{Verbs: []string{"create", "delete"}, APIGroups: anything, Resources: []string{"pods", "pods/*"}},
-	}},
-	{Groups: []string{GroupAuthenticated}, Rules: []PolicyRule{
-		{Verbs: anything, NonResourceURLs: anything},
-		{Verbs: []string{"create"}, APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
-		{Verbs: []string{"create"}, APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}},
-	}},
-	{Groups: []string{GroupUnauthenticated, GroupAuthenticated}, Rules: []PolicyRule{
-		{Verbs: anything, NonResourceURLs: publicPaths},
-	}},
-}
-
-// Authorize implements Authorizer.
-func (DefaultAuthorizer) Authorize(_ context.Context, a Attributes) (bool, string) {
-	for _, g := range defaultPolicy {
-		if g.covers(a.User) && slices.ContainsFunc(g.Rules, func(r PolicyRule) bool { return r.allows(a) }) {
-			return true, ""
-		}
-	}
-	return false, ""
-}
-
-// RulesFor implements RuleLister: the rules of every grant u falls under.
-func (DefaultAuthorizer) RulesFor(u User) []PolicyRule {
-	var out []PolicyRule
-	for _, g := range defaultPolicy {
-		if g.covers(u) {
-			out = append(out, g.Rules...)
-		}
-	}
-	return out
-}
-
-func (g grant) covers(u User) bool {
-	return slices.Contains(g.Users, u.User) || slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(u.Groups, grp) })
-}
-
-func (r PolicyRule) allows(a Attributes) bool {
-	if !matchesAny(r.Verbs, a.Verb) {
-		return false
-	}
-	if a.Resource == "" {
-		return slices.ContainsFunc(r.NonResourceURLs, func(u string) bool {
-			if p, ok := strings.CutSuffix(u, "*"); ok {
-				return strings.HasPrefix(a.Path, p)
-			}
-			return u == a.Path
-		})
-	}
-	if !matchesAny(r.APIGroups, a.APIGroup) {
-		return false
-	}
-	res := a.Resource
-	if a.Subresource != "" {
-		res += "/" + a.Subresource
-	}
-	return slices.ContainsFunc(r.Resources, func(rr string) bool {
-		return rr == "*" || rr == res || a.Subresource != "" && rr == a.Resource+"/*"
-	})
-}
-
-func matchesAny(rule []string, v string) bool {
-	return slices.Contains(rule, "*") || slices.Contains(rule, v)
-}
+// publicPaths are served to requests without credentials (as
+// system:anonymous), for the authorizer to decide on.
+var publicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
 
 func publicPath(p string) bool { return slices.Contains(publicPaths, p) }
 

@@ -10,15 +10,27 @@ import (
 	"github.com/cairn-dev/cairn/schemas"
 )
 
-// The self reviews: kube-apiserver's create-only resources that tell the
+// The reviews: kube-apiserver's create-only resources that tell the
 // requesting user who they are (SelfSubjectReview, `kubectl auth whoami`),
 // whether they may do something (SelfSubjectAccessReview, `kubectl auth
-// can-i`) and everything they may do (SelfSubjectRulesReview, `kubectl auth
-// can-i --list`; complete only with a RuleLister authorizer). They are
-// answered from the request alone and never stored, so they are not in the
-// registry: the apiserver routes them itself and ReviewResources describes
-// them for discovery.
+// can-i`), everything they may do (SelfSubjectRulesReview, `kubectl auth
+// can-i --list`; complete only with a RuleLister authorizer), and whether
+// someone else may (SubjectAccessReview, and LocalSubjectAccessReview in
+// one namespace). They are answered by the authorizer and never stored, so
+// they are not in the registry: the apiserver routes them itself and
+// ReviewResources describes them for discovery.
 var (
+	accessReviews = &schemas.Resource{
+		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "SubjectAccessReview",
+		Plural: "subjectaccessreviews", Singular: "subjectaccessreview", Verbs: []string{"create"},
+		New: func() schemas.Object { return &authorizationv1.SubjectAccessReview{} },
+	}
+	localAccessReviews = &schemas.Resource{
+		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "LocalSubjectAccessReview",
+		Plural: "localsubjectaccessreviews", Singular: "localsubjectaccessreview", Verbs: []string{"create"},
+		Namespaced: true,
+		New:        func() schemas.Object { return &authorizationv1.LocalSubjectAccessReview{} },
+	}
 	selfAccessReviews = &schemas.Resource{
 		GroupVersion: authorizationv1.SchemeGroupVersion, Kind: "SelfSubjectAccessReview",
 		Plural: "selfsubjectaccessreviews", Singular: "selfsubjectaccessreview", Verbs: []string{"create"},
@@ -38,14 +50,17 @@ var (
 
 // ReviewResources are the self reviews the apiserver serves, for discovery.
 func ReviewResources() []*schemas.Resource {
-	return []*schemas.Resource{selfAccessReviews, selfRulesReviews, selfReviews}
+	return []*schemas.Resource{localAccessReviews, selfAccessReviews, selfRulesReviews, accessReviews, selfReviews}
 }
 
 func (s *Server) handleReviews() {
 	for _, res := range ReviewResources() {
-		s.mux.HandleFunc("/apis/"+res.GroupVersion.String()+"/"+res.Plural, func(w http.ResponseWriter, r *http.Request) {
-			s.serveReview(w, r, res)
-		})
+		h := func(w http.ResponseWriter, r *http.Request) { s.serveReview(w, r, res) }
+		if res.Namespaced {
+			s.mux.HandleFunc("/apis/"+res.GroupVersion.String()+"/namespaces/{namespace}/"+res.Plural, h)
+			continue
+		}
+		s.mux.HandleFunc("/apis/"+res.GroupVersion.String()+"/"+res.Plural, h)
 	}
 }
 
@@ -64,57 +79,101 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request, res *schema
 		writeStatus(w, err)
 		return
 	}
-	u := userFrom(r.Context())
-	switch review := obj.(type) {
-	case *authorizationv1.SelfSubjectAccessReview:
-		if errs := validateSelfAccessReview(&review.Spec); len(errs) > 0 {
-			writeStatus(w, invalid(res, "", errs))
-			return
-		}
-		attrs := Attributes{User: u}
-		if ra := review.Spec.ResourceAttributes; ra != nil {
-			attrs.Verb, attrs.APIGroup, attrs.Resource, attrs.Subresource = ra.Verb, ra.Group, ra.Resource, ra.Subresource
-			attrs.Namespace, attrs.Name = ra.Namespace, ra.Name
-		} else {
-			attrs.Verb, attrs.Path = review.Spec.NonResourceAttributes.Verb, review.Spec.NonResourceAttributes.Path
-		}
-		allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs)
-		review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
-	case *authorizationv1.SelfSubjectRulesReview:
-		review.Status = s.rulesOf(u)
-	case *authenticationv1.SelfSubjectReview:
-		review.Status.UserInfo = authenticationv1.UserInfo{Username: u.User, Groups: u.Groups}
+	if err := s.answerReview(r, obj); err != nil {
+		writeStatus(w, err)
+		return
 	}
 	q := &request{r: r, w: w, res: res, out: out}
 	s.respondObject(q, http.StatusCreated, obj)
 }
 
-// rulesOf is what u may do, if the authorizer can list it.
-func (s *Server) rulesOf(u User) authorizationv1.SubjectRulesReviewStatus {
+// answerReview fills the status of a review from the authorizer, or
+// returns the validation error of its spec.
+func (s *Server) answerReview(r *http.Request, obj schemas.Object) error {
+	u := userFrom(r.Context())
+	switch review := obj.(type) {
+	case *authorizationv1.SelfSubjectAccessReview:
+		if errs := validateAccessAttributes(review.Spec.ResourceAttributes, review.Spec.NonResourceAttributes); len(errs) > 0 {
+			return invalid(selfAccessReviews, "", errs)
+		}
+		review.Status = s.decide(r, u, review.Spec.ResourceAttributes, review.Spec.NonResourceAttributes)
+	case *authorizationv1.SubjectAccessReview:
+		if errs := validateSubjectAccessReview(&review.Spec); len(errs) > 0 {
+			return invalid(accessReviews, "", errs)
+		}
+		review.Status = s.decide(r, subjectOf(&review.Spec), review.Spec.ResourceAttributes, review.Spec.NonResourceAttributes)
+	case *authorizationv1.LocalSubjectAccessReview:
+		ns := r.PathValue("namespace")
+		if review.Namespace == "" {
+			review.Namespace = ns
+		}
+		if review.Namespace != ns {
+			return errBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+		errs := validateSubjectAccessReview(&review.Spec)
+		if ra := review.Spec.ResourceAttributes; ra != nil && ra.Namespace != review.Namespace {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "resourceAttributes", "namespace"), ra.Namespace, "must match metadata.namespace"))
+		}
+		if review.Spec.NonResourceAttributes != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "nonResourceAttributes"), review.Spec.NonResourceAttributes, "disallowed on this kind of request"))
+		}
+		if len(errs) > 0 {
+			return invalid(localAccessReviews, "", errs)
+		}
+		review.Status = s.decide(r, subjectOf(&review.Spec), review.Spec.ResourceAttributes, nil)
+	case *authorizationv1.SelfSubjectRulesReview:
+		review.Status = s.rulesOf(u, review.Spec.Namespace)
+	case *authenticationv1.SelfSubjectReview:
+		review.Status.UserInfo = authenticationv1.UserInfo{Username: u.User, Groups: u.Groups}
+	}
+	return nil
+}
+
+// subjectOf is the user a SubjectAccessReview asks about.
+func subjectOf(spec *authorizationv1.SubjectAccessReviewSpec) User {
+	return User{User: spec.User, Groups: spec.Groups}
+}
+
+// decide asks the authorizer about u doing what the attributes say.
+func (s *Server) decide(r *http.Request, u User, ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) authorizationv1.SubjectAccessReviewStatus {
+	attrs := Attributes{User: u}
+	if ra != nil {
+		attrs.Verb, attrs.APIGroup, attrs.Resource, attrs.Subresource = ra.Verb, ra.Group, ra.Resource, ra.Subresource
+		attrs.Namespace, attrs.Name = ra.Namespace, ra.Name
+	} else {
+		attrs.Verb, attrs.Path = nra.Verb, nra.Path
+	}
+	allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs)
+	return authorizationv1.SubjectAccessReviewStatus{Allowed: allowed, Reason: reason}
+}
+
+// rulesOf is what u may do in namespace, if the authorizer can list it.
+func (s *Server) rulesOf(u User, namespace string) authorizationv1.SubjectRulesReviewStatus {
 	lister, ok := s.cfg.Authorizer.(RuleLister)
 	if !ok {
 		return authorizationv1.SubjectRulesReviewStatus{Incomplete: true, EvaluationError: "the authorizer does not list its rules"}
 	}
-	st := authorizationv1.SubjectRulesReviewStatus{ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
-	for _, r := range lister.RulesFor(u) {
-		if len(r.NonResourceURLs) > 0 {
-			st.NonResourceRules = append(st.NonResourceRules, authorizationv1.NonResourceRule{Verbs: r.Verbs, NonResourceURLs: r.NonResourceURLs})
-			continue
-		}
-		st.ResourceRules = append(st.ResourceRules, authorizationv1.ResourceRule{Verbs: r.Verbs, APIGroups: r.APIGroups, Resources: r.Resources})
-	}
-	return st
+	return lister.RulesFor(u, namespace)
 }
 
-// validateSelfAccessReview is kube's validation of the spec: exactly one of
-// resourceAttributes and nonResourceAttributes.
-func validateSelfAccessReview(spec *authorizationv1.SelfSubjectAccessReviewSpec) field.ErrorList {
+// validateSubjectAccessReview is kube's ValidateSubjectAccessReviewSpec.
+func validateSubjectAccessReview(spec *authorizationv1.SubjectAccessReviewSpec) field.ErrorList {
+	errs := validateAccessAttributes(spec.ResourceAttributes, spec.NonResourceAttributes)
+	if spec.User == "" && len(spec.Groups) == 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "user"), spec.User, "at least one of user or group must be specified"))
+	}
+	return errs
+}
+
+// validateAccessAttributes is kube's validation of an access review's
+// spec: exactly one of resourceAttributes and nonResourceAttributes.
+func validateAccessAttributes(ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) field.ErrorList {
 	p := field.NewPath("spec")
 	switch {
-	case spec.ResourceAttributes == nil && spec.NonResourceAttributes == nil:
+	case ra == nil && nra == nil:
 		return field.ErrorList{field.Required(p.Child("resourceAttributes"), "one of resourceAttributes or nonResourceAttributes must be specified")}
-	case spec.ResourceAttributes != nil && spec.NonResourceAttributes != nil:
-		return field.ErrorList{field.Invalid(p.Child("nonResourceAttributes"), spec.NonResourceAttributes, "cannot be specified in combination with resourceAttributes")}
+	case ra != nil && nra != nil:
+		return field.ErrorList{field.Invalid(p.Child("nonResourceAttributes"), nra, "cannot be specified in combination with resourceAttributes")}
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Authenticator = X509Authenticator{}
 	}
 	if cfg.Authorizer == nil {
-		cfg.Authorizer = DefaultAuthorizer{}
+		cfg.Authorizer = MastersAuthorizer{}
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
@@ -190,6 +190,10 @@ func (s *Server) Handler() http.Handler {
 		default:
 			u.Groups = appendIfMissing(u.Groups, GroupAuthenticated)
 		}
+		if u, err = s.impersonate(r.Context(), r, u); err != nil {
+			writeStatus(rec, err)
+			return
+		}
 		attrs := Attributes{User: u, Verb: info.Verb, Path: r.URL.Path}
 		if info.IsResourceRequest {
 			attrs = Attributes{User: u, Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
@@ -210,20 +214,8 @@ func forbidden(info requestInfo, u User, reason string) error {
 	if !info.IsResourceRequest {
 		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("User %q cannot %s path %q", u.User, info.Verb, info.Path))
 	}
-	res := info.Resource
-	if info.Subresource != "" {
-		res += "/" + info.Subresource
-	}
-	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q", u.User, info.Verb, res, info.APIGroup)
-	if info.Namespace != "" {
-		msg += fmt.Sprintf(" in the namespace %q", info.Namespace)
-	} else {
-		msg += " at the cluster scope"
-	}
-	if reason != "" {
-		msg += ": " + reason
-	}
-	return apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name, errors.New(msg))
+	return forbiddenAttrs(Attributes{User: u, Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
+		Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name}, reason)
 }
 
 func appendIfMissing(s []string, v string) []string {

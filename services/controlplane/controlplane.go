@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-dev/cairn/schemas/discovery"
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/rbac"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/embedded"
@@ -147,14 +148,23 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		cp.goRun("history", func() error { return cp.History.Run(runCtx) })
 		extra[history.Prefix] = cp.History.Handler()
 	}
+	az, err := cp.newAuthz(cfg)
+	if err != nil {
+		return nil, err
+	}
+	authn := cfg.Authenticator
+	if authn == nil {
+		authn = apiserver.X509Authenticator{}
+	}
 	srv, err := apiserver.New(apiserver.Config{
 		TLS:              cfg.TLS,
 		KubeletClientTLS: cfg.KubeletClientTLS,
 		Store:            cp.Store,
 		Registry:         cp.Registry,
 		Hub:              cp.Hub,
-		Authenticator:    cfg.Authenticator,
-		Admission:        cfg.Admission,
+		Authenticator:    apiserver.Authenticators{az.lb, authn},
+		Authorizer:       az.authorizer,
+		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,
 		Metrics:          cp.Metrics,
@@ -167,6 +177,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cp.Server = srv
 	if err := Bootstrap(ctx, cp.Store, cp.Registry); err != nil {
+		return nil, err
+	}
+	if err := az.start(ctx, runCtx, cp, srv, cfg.Log); err != nil {
 		return nil, err
 	}
 	ln := cfg.Listener

@@ -1,0 +1,223 @@
+package rbac
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cairn-dev/cairn/services/apiserver"
+)
+
+// The bootstrap policy: the ClusterRoles and ClusterRoleBindings of kube's
+// plugin/pkg/auth/authorizer/rbac/bootstrappolicy that concern what cairn
+// serves and runs. Where cairn differs it says so:
+//
+//   - system:kube-controller-manager also may do anything to API objects:
+//     cairn's controllers run under the controller manager's own identity
+//     (kube gives each controller a service account and a
+//     system:controller:* role; cairn has no service accounts yet).
+//   - system:node is bound to the group system:nodes: cairn has no Node
+//     authorizer yet, so the role grants what cairn's kubelet needs (read
+//     everything; write its Node, Events, Leases and pods' status; create
+//     and delete pods).
+//   - system:kube-scheduler also reads PriorityClasses, which cairn's
+//     scheduler resolves itself.
+
+// Labels and annotations of the bootstrap policy.
+const (
+	// AutoUpdateAnnotation set to "false" on a bootstrap object keeps
+	// Reconcile from changing it.
+	AutoUpdateAnnotation = "rbac.authorization.kubernetes.io/autoupdate"
+	// BootstrapLabel marks the bootstrap objects.
+	BootstrapLabel      = "kubernetes.io/bootstrapping"
+	aggregateToAdmin    = "rbac.authorization.k8s.io/aggregate-to-admin"
+	aggregateToEdit     = "rbac.authorization.k8s.io/aggregate-to-edit"
+	aggregateToView     = "rbac.authorization.k8s.io/aggregate-to-view"
+	groupMonitoring     = "system:monitoring"
+	userKubeProxy       = "system:kube-proxy"
+	legacyGroup         = ""
+	appsGroup           = "apps"
+	authenticationGroup = "authentication.k8s.io"
+	authorizationGroup  = "authorization.k8s.io"
+	batchGroup          = "batch"
+	coordinationGroup   = "coordination.k8s.io"
+	discoveryGroup      = "discovery.k8s.io"
+	eventsGroup         = "events.k8s.io"
+	networkingGroup     = "networking.k8s.io"
+	policyGroup         = "policy"
+	rbacGroup           = rbacv1.GroupName
+	schedulingGroup     = "scheduling.k8s.io"
+	storageGroup        = "storage.k8s.io"
+	autoscalingGroup    = "autoscaling"
+)
+
+var (
+	read      = []string{"get", "list", "watch"}
+	write     = []string{"create", "update", "patch", "delete", "deletecollection"}
+	readWrite = append(append([]string{}, read...), write...)
+	all       = []string{"*"}
+)
+
+func rule(verbs []string, groups []string, resources ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: verbs, APIGroups: groups, Resources: resources}
+}
+
+func groups(g ...string) []string { return g }
+
+func urls(verbs []string, u ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: verbs, NonResourceURLs: u}
+}
+
+func verbs(v ...string) []string { return v }
+
+func clusterRole(name string, labels map[string]string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+	l := map[string]string{BootstrapLabel: "rbac-defaults"}
+	for k, v := range labels {
+		l[k] = v
+	}
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: map[string]string{AutoUpdateAnnotation: "true"}},
+		Rules:      rules,
+	}
+}
+
+func aggregated(name string, labels map[string]string, selectLabel string) *rbacv1.ClusterRole {
+	r := clusterRole(name, labels)
+	r.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+		{MatchLabels: map[string]string{selectLabel: "true"}}}}
+	return r
+}
+
+func binding(name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{BootstrapLabel: "rbac-defaults"},
+			Annotations: map[string]string{AutoUpdateAnnotation: "true"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacGroup, Kind: "ClusterRole", Name: role},
+		Subjects: subjects,
+	}
+}
+
+func group(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacGroup, Name: name}
+}
+
+func user(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacGroup, Name: name}
+}
+
+// healthURLs are what system:public-info-viewer may read.
+var healthURLs = []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}
+
+// BootstrapClusterRoles returns kube's bootstrap ClusterRoles, fresh copies.
+func BootstrapClusterRoles() []*rbacv1.ClusterRole {
+	events := rule(verbs("create", "update", "patch"), groups(legacyGroup, eventsGroup), "events")
+	return []*rbacv1.ClusterRole{
+		clusterRole("cluster-admin", nil, rule(all, all, "*"), urls(all, "*")),
+		clusterRole("system:discovery", nil, urls(verbs("get"), append(append([]string{}, healthURLs...),
+			"/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")...)),
+		clusterRole("system:monitoring", nil, urls(verbs("get"), "/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz",
+			"/livez/*", "/readyz/*", "/healthz/*")),
+		clusterRole("system:basic-user", nil,
+			rule(verbs("create"), groups(authorizationGroup), "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+			rule(verbs("create"), groups(authenticationGroup), "selfsubjectreviews")),
+		clusterRole("system:public-info-viewer", nil, urls(verbs("get"), healthURLs...)),
+		aggregated("admin", nil, aggregateToAdmin),
+		aggregated("edit", map[string]string{aggregateToAdmin: "true"}, aggregateToEdit),
+		aggregated("view", map[string]string{aggregateToEdit: "true"}, aggregateToView),
+		clusterRole("system:aggregate-to-admin", map[string]string{aggregateToAdmin: "true"},
+			rule(verbs("create"), groups(authorizationGroup), "localsubjectaccessreviews"),
+			rule(readWrite, groups(rbacGroup), "roles", "rolebindings")),
+		clusterRole("system:aggregate-to-edit", map[string]string{aggregateToEdit: "true"},
+			rule(read, groups(legacyGroup), "pods/attach", "pods/proxy", "pods/exec", "pods/portforward", "secrets", "services/proxy"),
+			rule(verbs("impersonate"), groups(legacyGroup), "serviceaccounts"),
+			rule(write, groups(legacyGroup), "pods", "pods/attach", "pods/proxy", "pods/exec", "pods/portforward"),
+			rule(verbs("create"), groups(legacyGroup), "pods/eviction"),
+			rule(write, groups(legacyGroup), "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
+				"services", "services/proxy", "persistentvolumeclaims", "configmaps", "secrets", "events"),
+			rule(verbs("create"), groups(legacyGroup), "serviceaccounts/token"),
+			rule(write, groups(appsGroup), "statefulsets", "statefulsets/scale", "daemonsets", "deployments", "deployments/scale",
+				"deployments/rollback", "replicasets", "replicasets/scale"),
+			rule(write, groups(autoscalingGroup), "horizontalpodautoscalers"),
+			rule(write, groups(batchGroup), "jobs", "cronjobs"),
+			rule(write, groups(policyGroup), "poddisruptionbudgets"),
+			rule(write, groups(networkingGroup), "networkpolicies", "ingresses"),
+			rule(readWrite, groups(coordinationGroup), "leases")),
+		clusterRole("system:aggregate-to-view", map[string]string{aggregateToView: "true"},
+			rule(read, groups(legacyGroup), "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
+				"services", "services/status", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "configmaps"),
+			rule(read, groups(legacyGroup), "limitranges", "resourcequotas", "bindings", "events", "pods/status",
+				"resourcequotas/status", "namespaces/status", "replicationcontrollers/status", "pods/log"),
+			rule(read, groups(legacyGroup), "namespaces"),
+			rule(read, groups(discoveryGroup), "endpointslices"),
+			rule(read, groups(appsGroup), "controllerrevisions", "statefulsets", "statefulsets/status", "statefulsets/scale",
+				"daemonsets", "daemonsets/status", "deployments", "deployments/status", "deployments/scale",
+				"replicasets", "replicasets/status", "replicasets/scale"),
+			rule(read, groups(autoscalingGroup), "horizontalpodautoscalers", "horizontalpodautoscalers/status"),
+			rule(read, groups(batchGroup), "jobs", "cronjobs", "cronjobs/status", "jobs/status"),
+			rule(read, groups(policyGroup), "poddisruptionbudgets", "poddisruptionbudgets/status"),
+			rule(read, groups(networkingGroup), "networkpolicies", "ingresses", "ingresses/status")),
+		clusterRole("system:auth-delegator", nil,
+			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
+			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews")),
+		clusterRole("system:kube-controller-manager", nil,
+			events,
+			rule(verbs("create"), groups(coordinationGroup), "leases"),
+			rule(verbs("get", "update"), groups(coordinationGroup), "leases"),
+			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
+			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews"),
+			rule(verbs("list", "watch"), all, "*"),
+			// cairn: the controllers act as the controller manager.
+			rule(all, all, "*")),
+		clusterRole("system:kube-scheduler", nil,
+			events,
+			rule(verbs("create"), groups(coordinationGroup), "leases"),
+			rbacv1.PolicyRule{Verbs: verbs("get", "update"), APIGroups: groups(coordinationGroup), Resources: []string{"leases"},
+				ResourceNames: []string{"kube-scheduler"}},
+			rule(read, groups(legacyGroup), "nodes"),
+			rule(verbs("get", "list", "watch", "delete"), groups(legacyGroup), "pods"),
+			rule(verbs("create"), groups(legacyGroup), "pods/binding", "bindings"),
+			rule(verbs("patch", "update"), groups(legacyGroup), "pods/status"),
+			rule(read, groups(legacyGroup), "services", "replicationcontrollers"),
+			rule(read, groups(appsGroup), "replicasets"),
+			rule(read, groups(appsGroup), "statefulsets"),
+			rule(read, groups(policyGroup), "poddisruptionbudgets"),
+			rule(read, groups(legacyGroup), "persistentvolumeclaims", "persistentvolumes"),
+			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
+			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews"),
+			rule(read, groups(storageGroup), "csinodes"),
+			rule(read, groups(legacyGroup), "namespaces"),
+			rule(read, groups(storageGroup), "csidrivers", "csistoragecapacities"),
+			// cairn: the scheduler resolves pod priorities itself.
+			rule(read, groups(schedulingGroup), "priorityclasses")),
+		clusterRole("system:node", nil,
+			rule(read, all, "*"),
+			rule(all, all, "nodes", "nodes/status", "events", "leases", "pods/status"),
+			rule(verbs("create", "delete"), groups(legacyGroup), "pods", "pods/eviction"),
+			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
+			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews", "localsubjectaccessreviews")),
+		clusterRole("system:node-proxier", nil,
+			rule(verbs("list", "watch"), groups(legacyGroup), "services", "endpoints"),
+			rule(verbs("get", "list", "watch"), groups(legacyGroup), "nodes"),
+			events,
+			rule(verbs("list", "watch"), groups(discoveryGroup), "endpointslices")),
+		clusterRole("system:kube-dns", nil, rule(verbs("list", "watch"), groups(legacyGroup), "endpoints", "services")),
+	}
+}
+
+// BootstrapClusterRoleBindings returns kube's bootstrap ClusterRoleBindings.
+func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
+	return []*rbacv1.ClusterRoleBinding{
+		binding("cluster-admin", "cluster-admin", group(apiserver.GroupMasters)),
+		binding("system:monitoring", "system:monitoring", group(groupMonitoring)),
+		binding("system:discovery", "system:discovery", group(apiserver.GroupAuthenticated)),
+		binding("system:basic-user", "system:basic-user", group(apiserver.GroupAuthenticated)),
+		binding("system:public-info-viewer", "system:public-info-viewer", group(apiserver.GroupAuthenticated), group(apiserver.GroupUnauthenticated)),
+		binding("system:node-proxier", "system:node-proxier", user(userKubeProxy)),
+		binding("system:kube-controller-manager", "system:kube-controller-manager", user(apiserver.UserControllers)),
+		binding("system:kube-dns", "system:kube-dns", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-dns"}),
+		binding("system:kube-scheduler", "system:kube-scheduler", user(apiserver.UserScheduler)),
+		// cairn: no Node authorizer yet, so the nodes' group is bound.
+		binding("system:node", "system:node", group(apiserver.GroupNodes)),
+	}
+}
