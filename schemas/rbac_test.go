@@ -48,7 +48,9 @@ func TestRBACValidation(t *testing.T) {
 	crb := func(ref rbacv1.RoleRef, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
 		return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"}, RoleRef: ref, Subjects: subjects}
 	}
-	ref := func(kind string) rbacv1.RoleRef { return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: "r"} }
+	ref := func(kind string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: "r"}
+	}
 	pods := rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}
 	alice := rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "alice"}
 	tests := []struct {

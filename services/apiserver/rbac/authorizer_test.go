@@ -41,7 +41,9 @@ func TestBootstrapPolicy(t *testing.T) {
 	res := func(u apiserver.User, verb, group, resource, sub string) apiserver.Attributes {
 		return apiserver.Attributes{User: u, Verb: verb, APIGroup: group, Resource: resource, Subresource: sub, Namespace: "default"}
 	}
-	path := func(u apiserver.User, verb, p string) apiserver.Attributes { return apiserver.Attributes{User: u, Verb: verb, Path: p} }
+	path := func(u apiserver.User, verb, p string) apiserver.Attributes {
+		return apiserver.Attributes{User: u, Verb: verb, Path: p}
+	}
 	cases := []struct {
 		name string
 		a    apiserver.Attributes
@@ -124,7 +126,6 @@ func TestAggregatedRoles(t *testing.T) {
 		}
 	}
 }
-
 
 func roleBinding(ns, name, kind, role string, subjects ...rbacv1.Subject) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
