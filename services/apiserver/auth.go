@@ -114,6 +114,15 @@ func (MastersAuthorizer) Authorize(_ context.Context, a Attributes) (bool, strin
 	return slices.Contains(a.User.Groups, GroupMasters), ""
 }
 
+// AlwaysAllow allows every request (kube's --authorization-mode=AlwaysAllow),
+// the baseline of the authorization benchmark.
+type AlwaysAllow struct{}
+
+var _ Authorizer = AlwaysAllow{}
+
+// Authorize implements Authorizer.
+func (AlwaysAllow) Authorize(context.Context, Attributes) (bool, string) { return true, "" }
+
 // RuleLister is an Authorizer that can list what a user may do in a
 // namespace; it answers SelfSubjectRulesReview (kubectl auth can-i --list).
 type RuleLister interface {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -54,7 +55,11 @@ type Config struct {
 	// Nil presents none, and kubelets refuse logs and exec (401).
 	KubeletClientTLS *tls.Config
 	Authenticator    apiserver.Authenticator
-	Admission        []apiserver.AdmissionPlugin
+	// Authorizer, if set, decides requests instead of the RBAC authorizer
+	// (which still runs: the policy is reconciled and served, escalation
+	// is checked); benchmarks compare RBAC against AlwaysAllow with it.
+	Authorizer apiserver.Authorizer
+	Admission  []apiserver.AdmissionPlugin
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -163,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Registry:         cp.Registry,
 		Hub:              cp.Hub,
 		Authenticator:    apiserver.Authenticators{az.lb, authn},
-		Authorizer:       az.authorizer,
+		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
 		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,

@@ -50,6 +50,8 @@ type Env struct {
 // Options tweak the environment.
 type Options struct {
 	Admission []apiserver.AdmissionPlugin
+	// Authorizer replaces the RBAC authorizer (controlplane.Config).
+	Authorizer apiserver.Authorizer
 	// Fsync makes etcd durable (benchmarks); tests run without fsync.
 	Fsync bool
 	// KubeletClientTLS is the apiserver's TLS configuration towards
@@ -95,6 +97,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 			UserToken:       {User: "alice"},
 		},
 		Admission:        o.Admission,
+		Authorizer:       o.Authorizer,
 		KubeletClientTLS: o.KubeletClientTLS,
 	})
 	if err != nil {
