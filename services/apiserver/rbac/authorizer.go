@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -219,48 +220,64 @@ func describeSubject(s *rbacv1.Subject, bindingNamespace string) string {
 	return fmt.Sprintf("%s %q", s.Kind, s.Name)
 }
 
-// StaticPolicy is a fixed Policy, for tests and tools.
+// StaticPolicy is a fixed Policy, for tests and tools. It is indexed on
+// first use and must not be modified afterwards.
 type StaticPolicy struct {
 	ClusterRoles        []*rbacv1.ClusterRole
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
 	Roles               []*rbacv1.Role
 	RoleBindings        []*rbacv1.RoleBinding
+
+	once         sync.Once
+	idx          bindings
+	clusterRoles map[string]*rbacv1.ClusterRole
+	roles        map[[2]string]*rbacv1.Role
 }
 
 var _ Policy = (*StaticPolicy)(nil)
 
+func (p *StaticPolicy) index() {
+	p.once.Do(func() {
+		p.idx = newBindings()
+		for _, b := range p.ClusterRoleBindings {
+			p.idx.putCRB(b)
+		}
+		for _, b := range p.RoleBindings {
+			p.idx.putRB(b)
+		}
+		p.clusterRoles = map[string]*rbacv1.ClusterRole{}
+		for _, r := range p.ClusterRoles {
+			p.clusterRoles[r.Name] = r
+		}
+		p.roles = map[[2]string]*rbacv1.Role{}
+		for _, r := range p.Roles {
+			p.roles[[2]string{r.Namespace, r.Name}] = r
+		}
+	})
+}
+
 // VisitClusterRoleBindings implements Policy.
 func (p *StaticPolicy) VisitClusterRoleBindings(fn func(*rbacv1.ClusterRoleBinding) bool) {
-	for _, b := range p.ClusterRoleBindings {
-		if !fn(b) {
-			return
-		}
-	}
+	p.index()
+	p.idx.VisitClusterRoleBindings(fn)
 }
 
 // VisitRoleBindings implements Policy.
 func (p *StaticPolicy) VisitRoleBindings(namespace string, fn func(*rbacv1.RoleBinding) bool) {
-	for _, b := range p.RoleBindings {
-		if b.Namespace == namespace && !fn(b) {
-			return
-		}
-	}
+	p.index()
+	p.idx.VisitRoleBindings(namespace, fn)
 }
 
 // ClusterRole implements Policy.
 func (p *StaticPolicy) ClusterRole(name string) (*rbacv1.ClusterRole, bool) {
-	i := slices.IndexFunc(p.ClusterRoles, func(r *rbacv1.ClusterRole) bool { return r.Name == name })
-	if i < 0 {
-		return nil, false
-	}
-	return p.ClusterRoles[i], true
+	p.index()
+	r, ok := p.clusterRoles[name]
+	return r, ok
 }
 
 // Role implements Policy.
 func (p *StaticPolicy) Role(namespace, name string) (*rbacv1.Role, bool) {
-	i := slices.IndexFunc(p.Roles, func(r *rbacv1.Role) bool { return r.Namespace == namespace && r.Name == name })
-	if i < 0 {
-		return nil, false
-	}
-	return p.Roles[i], true
+	p.index()
+	r, ok := p.roles[[2]string{namespace, name}]
+	return r, ok
 }

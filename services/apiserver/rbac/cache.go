@@ -24,10 +24,18 @@ type Caches struct {
 	Roles               *consumer.Cache[*rbacv1.Role]
 	clusterRoleBindings *consumer.Cache[*rbacv1.ClusterRoleBinding]
 	roleBindings        *consumer.Cache[*rbacv1.RoleBinding]
+	bindings
+}
 
+// bindings indexes bindings by namespace. Safe for concurrent use.
+type bindings struct {
 	mu   sync.RWMutex
 	crbs map[string]*rbacv1.ClusterRoleBinding
 	rbs  map[string]map[string]*rbacv1.RoleBinding // namespace, name
+}
+
+func newBindings() bindings {
+	return bindings{crbs: map[string]*rbacv1.ClusterRoleBinding{}, rbs: map[string]map[string]*rbacv1.RoleBinding{}}
 }
 
 var _ Policy = (*Caches)(nil)
@@ -36,7 +44,7 @@ var _ Policy = (*Caches)(nil)
 // (as a member of system:masters: the authorizer cannot decide before they
 // are loaded), js reads the log.
 func NewCaches(rc *rest.Config, js jetstream.JetStream, log *slog.Logger) (*Caches, error) {
-	c := &Caches{crbs: map[string]*rbacv1.ClusterRoleBinding{}, rbs: map[string]map[string]*rbacv1.RoleBinding{}}
+	c := &Caches{bindings: newBindings()}
 	var err error
 	gv := rbacv1.SchemeGroupVersion
 	if c.ClusterRoles, err = consumer.NewCache(consumer.CacheConfig[*rbacv1.ClusterRole]{
@@ -58,34 +66,38 @@ func NewCaches(rc *rest.Config, js jetstream.JetStream, log *slog.Logger) (*Cach
 	c.clusterRoleBindings.AddHandler(consumer.Handler[*rbacv1.ClusterRoleBinding]{
 		OnAdd:    func(b *rbacv1.ClusterRoleBinding, _ *events.Event) { c.putCRB(b) },
 		OnUpdate: func(_, b *rbacv1.ClusterRoleBinding, _ *events.Event) { c.putCRB(b) },
-		OnDelete: func(b *rbacv1.ClusterRoleBinding, _ *events.Event) {
-			c.mu.Lock()
-			delete(c.crbs, b.Name)
-			c.mu.Unlock()
-		},
+		OnDelete: func(b *rbacv1.ClusterRoleBinding, _ *events.Event) { c.deleteCRB(b) },
 	})
 	c.roleBindings.AddHandler(consumer.Handler[*rbacv1.RoleBinding]{
 		OnAdd:    func(b *rbacv1.RoleBinding, _ *events.Event) { c.putRB(b) },
 		OnUpdate: func(_, b *rbacv1.RoleBinding, _ *events.Event) { c.putRB(b) },
-		OnDelete: func(b *rbacv1.RoleBinding, _ *events.Event) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			delete(c.rbs[b.Namespace], b.Name)
-			if len(c.rbs[b.Namespace]) == 0 {
-				delete(c.rbs, b.Namespace)
-			}
-		},
+		OnDelete: func(b *rbacv1.RoleBinding, _ *events.Event) { c.deleteRB(b) },
 	})
 	return c, nil
 }
 
-func (c *Caches) putCRB(b *rbacv1.ClusterRoleBinding) {
+func (c *bindings) putCRB(b *rbacv1.ClusterRoleBinding) {
 	c.mu.Lock()
 	c.crbs[b.Name] = b
 	c.mu.Unlock()
 }
 
-func (c *Caches) putRB(b *rbacv1.RoleBinding) {
+func (c *bindings) deleteCRB(b *rbacv1.ClusterRoleBinding) {
+	c.mu.Lock()
+	delete(c.crbs, b.Name)
+	c.mu.Unlock()
+}
+
+func (c *bindings) deleteRB(b *rbacv1.RoleBinding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.rbs[b.Namespace], b.Name)
+	if len(c.rbs[b.Namespace]) == 0 {
+		delete(c.rbs, b.Namespace)
+	}
+}
+
+func (c *bindings) putRB(b *rbacv1.RoleBinding) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ns := c.rbs[b.Namespace]
@@ -112,7 +124,7 @@ func (c *Caches) WaitForSync(ctx context.Context) error {
 }
 
 // VisitClusterRoleBindings implements Policy.
-func (c *Caches) VisitClusterRoleBindings(fn func(*rbacv1.ClusterRoleBinding) bool) {
+func (c *bindings) VisitClusterRoleBindings(fn func(*rbacv1.ClusterRoleBinding) bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, b := range c.crbs {
@@ -123,7 +135,7 @@ func (c *Caches) VisitClusterRoleBindings(fn func(*rbacv1.ClusterRoleBinding) bo
 }
 
 // VisitRoleBindings implements Policy.
-func (c *Caches) VisitRoleBindings(namespace string, fn func(*rbacv1.RoleBinding) bool) {
+func (c *bindings) VisitRoleBindings(namespace string, fn func(*rbacv1.RoleBinding) bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, b := range c.rbs[namespace] {
