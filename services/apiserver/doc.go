@@ -1,7 +1,9 @@
 // Package apiserver is cairn's Kubernetes-compatible API server. A request
 // goes through TLS, authentication (client certificates or bearer tokens,
-// auth.go), request parsing (requestinfo.go), authorization
-// (DefaultAuthorizer or Config.Authorizer), then the verb's handler:
+// auth.go), request parsing (requestinfo.go), impersonation
+// (impersonate.go), authorization (Config.Authorizer; MastersAuthorizer
+// without one: the control plane gives it the RBAC authorizer of package
+// rbac), then the verb's handler:
 // decoding (JSON, YAML, protobuf), defaulting, admission, validation, and
 // one etcd transaction per write that carries the object and its
 // events.WriteMeta (storage), from which the publisher builds the log.
