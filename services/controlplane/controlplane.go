@@ -87,8 +87,11 @@ type ControlPlane struct {
 	Hub       *watchhub.Hub
 	Publisher *publish.Publisher
 	Server    *apiserver.Server
-	Registry  *schemas.Registry
-	Metrics   *prometheus.Registry
+	// RBAC is the RBAC authorizer (the apiserver's unless
+	// Config.Authorizer replaced it).
+	RBAC     *rbac.Authorizer
+	Registry *schemas.Registry
+	Metrics  *prometheus.Registry
 	// History is the history projection, nil unless Config.HistoryPath.
 	History *history.Service
 	// Addr is the apiserver's listen address.
@@ -157,6 +160,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
+	cp.RBAC = az.authorizer
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
