@@ -239,6 +239,16 @@ func TestImpersonation(t *testing.T) {
 	if err != nil || u.Username != "alice" || strings.Join(u.Groups, ",") != "devs,system:authenticated" {
 		t.Errorf("admin as alice in devs: %+v %v", u, err)
 	}
+	// A service account: its groups follow from its name, and a binding
+	// naming it (ServiceAccount subject without a namespace: the
+	// binding's) applies.
+	sa := as(controlplanetest.AdminToken, "system:serviceaccount:team:bot")
+	if u, err := whoami(sa); err != nil || u.Username != "system:serviceaccount:team:bot" ||
+		strings.Join(u.Groups, ",") != "system:serviceaccounts,system:serviceaccounts:team,system:authenticated" {
+		t.Errorf("admin as a service account: %+v %v", u, err)
+	}
+	_, err = sa.CoreV1().Pods("team").List(ctx, metav1.ListOptions{})
+	requireForbidden(t, err, `User "system:serviceaccount:team:bot" cannot list resource "pods" in API group "" in the namespace "team"`)
 	// alice may not impersonate.
 	_, err = whoami(as(controlplanetest.UserToken, "bob"))
 	requireForbidden(t, err, `users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope`)
@@ -267,4 +277,14 @@ func TestImpersonation(t *testing.T) {
 	requireForbidden(t, err, `groups "admins" is forbidden: User "alice" cannot impersonate resource "groups" in API group "" at the cluster scope`)
 	_, err = whoami(as(controlplanetest.UserToken, "carol"))
 	requireForbidden(t, err, `users "carol" is forbidden`)
+
+	if _, err := e.admin.RbacV1().RoleBindings("team").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bot-view"},
+		RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "view"}, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "bot"}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAllowed(t, "system:serviceaccount:team:bot", authorizationv1.ResourceAttributes{Namespace: "team", Verb: "list", Resource: "pods"})
+	if _, err := sa.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the service account bound to view lists pods: %v", err)
+	}
 }
