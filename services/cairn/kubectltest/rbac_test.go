@@ -73,6 +73,20 @@ func testRBAC(t *testing.T, c *cluster) {
 	if got := canI("list", "pods", "-n", "rbac-team", "--as", "dana", "--as-group", "devs"); got != "yes" {
 		t.Errorf("auth can-i --as dana --as-group devs = %q, want yes", got)
 	}
+	// A ServiceAccount subject matches the service account's username, so
+	// it works once service accounts have tokens.
+	c.OK(t, "create", "rolebinding", "builder-view", "--clusterrole=view", "--serviceaccount=rbac-team:builder", "-n", "rbac-team")
+	builder := "--as=system:serviceaccount:rbac-team:builder"
+	deadline = time.Now().Add(20 * time.Second)
+	for canI("list", "deployments.apps", "-n", "rbac-team", builder) != "yes" {
+		if time.Now().After(deadline) {
+			t.Fatal("auth can-i --as a service account never said yes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := canI("list", "secrets", "-n", "rbac-team", builder); got != "no" {
+		t.Errorf("auth can-i list secrets as the service account = %q, want no", got)
+	}
 	out := c.OK(t, "auth", "can-i", "--list", "-n", "rbac-team", "--as", "dana")
 	if _, rows := table(t, out); !slices.ContainsFunc(rows, func(r []string) bool { return slices.Equal(r, []string{"pods", "[]", "[]", "[get", "list]"}) }) {
 		t.Errorf("auth can-i --list --as dana:\n%s", out)
