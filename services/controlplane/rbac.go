@@ -25,8 +25,8 @@ const UserAPIServer = "system:apiserver"
 // loopback is the apiserver's client of itself, as kube-apiserver's
 // loopback client: a random bearer token for system:apiserver in
 // system:masters, served in process (no network) by the apiserver's
-// handler. The RBAC caches take their snapshots and the bootstrap
-// reconcile and the aggregation controller write through it.
+// handler. The bootstrap reconcile and the aggregation controller write
+// through it.
 type loopback struct {
 	token   string
 	handler atomic.Pointer[http.Handler]
@@ -83,10 +83,7 @@ func (cp *ControlPlane) newAuthz(cfg Config) (*authz, error) {
 	if err != nil {
 		return nil, err
 	}
-	caches, err := rbac.NewCaches(lb.config(), cp.JS, cfg.Log.With("component", "rbac"))
-	if err != nil {
-		return nil, err
-	}
+	caches := rbac.NewCaches(cp.Store, cp.Hub, cfg.Log.With("component", "rbac"))
 	return &authz{lb: lb, caches: caches, authorizer: rbac.NewAuthorizer(caches)}, nil
 }
 
@@ -103,7 +100,7 @@ func (a *authz) start(ctx, runCtx context.Context, cp *ControlPlane, srv *apiser
 		return fmt.Errorf("controlplane: %w", err)
 	}
 	cp.goRun("rbac caches", func() error { return a.caches.Run(runCtx) })
-	agg := rbac.NewAggregator(a.caches.ClusterRoles, cs, log.With("component", "clusterrole-aggregation"))
+	agg := rbac.NewAggregator(a.caches, cs, log.With("component", "clusterrole-aggregation"))
 	if err := a.caches.WaitForSync(ctx); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
 	}

@@ -126,6 +126,20 @@ func TestRBACNamespaceRole(t *testing.T) {
 	_, err = e.alice.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	requireForbidden(t, err, `User "alice" cannot list resource "pods" in API group "" at the cluster scope`)
 	requireNothingWritten(t, e.Env, before)
+
+	// Deleting the binding takes the grant away.
+	if err := e.admin.RbacV1().RoleBindings("team").Delete(ctx, "pods", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for e.sar(t, "alice", authorizationv1.ResourceAttributes{Namespace: "team", Verb: "list", Resource: "pods"}).Allowed {
+		if time.Now().After(deadline) {
+			t.Fatal("alice still lists pods after her binding is gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = e.alice.CoreV1().Pods("team").List(ctx, metav1.ListOptions{})
+	requireForbidden(t, err, `User "alice" cannot list resource "pods" in API group "" in the namespace "team"`)
 }
 
 // TestRBACEscalation: roles that grant more than their author holds are

@@ -14,39 +14,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/events/consumer"
 )
 
 // Aggregator is kube's ClusterRole aggregation controller: the rules of a
 // ClusterRole with an aggregationRule are the rules of every ClusterRole
 // its selectors match (in name order, each rule once). It runs in the
-// apiserver, on the apiserver's own ClusterRole cache, and writes through
-// the apiserver; every apiserver replica runs one, and since each writes
-// the same result with a compare-and-swap, they do not fight.
+// apiserver, on the apiserver's own RBAC caches, and writes through the
+// apiserver; every apiserver replica runs one, and since each writes the
+// same result with a compare-and-swap, they do not fight.
 type Aggregator struct {
-	roles *consumer.Cache[*rbacv1.ClusterRole]
-	cs    kubernetes.Interface
-	log   *slog.Logger
-	kick  chan struct{}
+	caches  *Caches
+	changed <-chan struct{}
+	cs      kubernetes.Interface
+	log     *slog.Logger
 }
 
-// NewAggregator aggregates the roles of roles, writing through cs.
-func NewAggregator(roles *consumer.Cache[*rbacv1.ClusterRole], cs kubernetes.Interface, log *slog.Logger) *Aggregator {
-	a := &Aggregator{roles: roles, cs: cs, log: log, kick: make(chan struct{}, 1)}
-	kick := func() {
-		select {
-		case a.kick <- struct{}{}:
-		default:
-		}
-	}
-	roles.AddHandler(consumer.Handler[*rbacv1.ClusterRole]{
-		OnAdd:    func(*rbacv1.ClusterRole, *events.Event) { kick() },
-		OnUpdate: func(_, _ *rbacv1.ClusterRole, _ *events.Event) { kick() },
-		OnDelete: func(*rbacv1.ClusterRole, *events.Event) { kick() },
-	})
-	return a
+// NewAggregator aggregates the ClusterRoles of caches, writing through cs.
+func NewAggregator(caches *Caches, cs kubernetes.Interface, log *slog.Logger) *Aggregator {
+	return &Aggregator{caches: caches, changed: caches.Changed(), cs: cs, log: log}
 }
 
 // Run aggregates after every change of a ClusterRole until ctx ends. A
@@ -56,7 +41,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-a.kick:
+		case <-a.changed:
 		}
 		if err := a.Sync(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("aggregate clusterroles", "err", err)
@@ -69,7 +54,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 // edit), and writes those that changed. A conflict means a newer version
 // is on its way through the log, which will sync again.
 func (a *Aggregator) Sync(ctx context.Context) error {
-	cached := a.roles.List(nil)
+	cached := a.caches.ClusterRoleList()
 	local := make([]*rbacv1.ClusterRole, len(cached))
 	for i, r := range cached {
 		local[i] = r.DeepCopy()

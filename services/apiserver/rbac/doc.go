@@ -13,10 +13,12 @@
 // Groups, or the ServiceAccount whose username it is), resolves each
 // binding's role and allows on the first rule that covers the request
 // (RuleAllows). Nothing on that path reads etcd: a Policy answers from
-// memory. Caches is the Policy the apiserver uses: four consumer caches
-// (snapshot through the apiserver, then the log) and an index of the
-// bindings by namespace. A denial's reason names bindings whose role is
-// missing, as kube's does.
+// memory. Caches is the Policy the apiserver uses: the four kinds from a
+// snapshot of etcd at one revision, then the log through the apiserver's
+// watch hub, with the bindings indexed by namespace. Like kube's informers
+// they lag a write by the log's latency (milliseconds), so a client that
+// has just created a binding may see one more refusal. A denial's reason
+// names bindings whose role is missing, as kube's does.
 //
 // # Start-up
 //
