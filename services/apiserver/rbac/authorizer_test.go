@@ -241,22 +241,37 @@ func TestCompactString(t *testing.T) {
 }
 
 // BenchmarkAuthorize is a decision with the bootstrap policy and 1,000
-// namespaces of one Role and one RoleBinding each, for a user whose
-// binding is the last one visited in its namespace (nothing cluster-wide
-// grants it).
+// Roles and RoleBindings besides the user's: spread over 1,000 namespaces
+// (one each), or all in the request's namespace, where the decision visits
+// every binding until the user's (bench:authz's case).
 func BenchmarkAuthorize(b *testing.B) {
-	p := bootstrapPolicy()
-	for i := range 1000 {
-		ns := fmt.Sprintf("ns%d", i)
-		p.Roles = append(p.Roles, nsRole(ns, "pod-writer", rule(verbs("get", "list", "create"), groups(""), "pods")))
-		p.RoleBindings = append(p.RoleBindings, roleBinding(ns, "pod-writer", "Role", "pod-writer", user(fmt.Sprintf("user%d", i))))
-	}
-	az := NewAuthorizer(p)
-	a := apiserver.Attributes{User: apiserver.User{User: "user999", Groups: []string{apiserver.GroupAuthenticated}},
-		Verb: "create", Resource: "pods", Namespace: "ns999"}
-	for b.Loop() {
-		if ok, _ := az.Authorize(context.Background(), a); !ok {
-			b.Fatal("denied")
-		}
+	for _, tt := range []struct {
+		name   string
+		spread bool
+	}{{"namespaces=1000", true}, {"namespaces=1", false}} {
+		b.Run(tt.name, func(b *testing.B) {
+			p := bootstrapPolicy()
+			for i := range 1001 {
+				ns := "ns"
+				if tt.spread {
+					ns = fmt.Sprintf("ns%d", i)
+				}
+				name := fmt.Sprintf("pod-writer-%d", i)
+				p.Roles = append(p.Roles, nsRole(ns, name, rule(verbs("get", "list", "create"), groups(""), "pods")))
+				p.RoleBindings = append(p.RoleBindings, roleBinding(ns, name, "Role", name, user(fmt.Sprintf("user%d", i))))
+			}
+			ns := "ns"
+			if tt.spread {
+				ns = "ns1000"
+			}
+			az := NewAuthorizer(p)
+			a := apiserver.Attributes{User: apiserver.User{User: "user1000", Groups: []string{apiserver.GroupAuthenticated}},
+				Verb: "create", Resource: "pods", Namespace: ns}
+			for b.Loop() {
+				if ok, _ := az.Authorize(context.Background(), a); !ok {
+					b.Fatal("denied")
+				}
+			}
+		})
 	}
 }
