@@ -4,6 +4,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -37,10 +38,12 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// policy 17100, scheduling.k8s.io 16600, coordination.k8s.io 16500).
+// batch 17400, policy 17100, scheduling.k8s.io 16600, coordination.k8s.io
+// 16500).
 var (
 	gvCore         = schema.GroupVersion{Version: "v1"}
 	gvApps         = schema.GroupVersion{Group: "apps", Version: "v1"}
+	gvBatch        = schema.GroupVersion{Group: "batch", Version: "v1"}
 	gvPolicy       = schema.GroupVersion{Group: "policy", Version: "v1"}
 	gvScheduling   = schema.GroupVersion{Group: "scheduling.k8s.io", Version: "v1"}
 	gvCoordination = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
@@ -58,7 +61,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvPolicy, gvScheduling, gvCoordination}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvScheduling, gvCoordination}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -69,8 +72,13 @@ func NewRegistry(opts ...Option) *Registry {
 		nodeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
+		controllerRevisionResource(r.clock),
+		daemonSetResource(r.clock),
 		deploymentResource(r.clock),
 		replicaSetResource(r.clock),
+		statefulSetResource(r.clock),
+		cronJobResource(r.clock),
+		jobResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
@@ -123,6 +131,7 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(appsv1.AddToScheme(s))
+	utilruntime.Must(batchv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))

@@ -28,6 +28,11 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
+		{"apps", "v1", "controllerrevisions", "ControllerRevision", true, nil, nil, nil},
+		{"apps", "v1", "daemonsets", "DaemonSet", true, []string{"ds"}, []string{"all"}, []string{"status"}},
+		{"apps", "v1", "statefulsets", "StatefulSet", true, []string{"sts"}, []string{"all"}, []string{"status", "scale"}},
+		{"batch", "v1", "jobs", "Job", true, nil, []string{"all"}, []string{"status"}},
+		{"batch", "v1", "cronjobs", "CronJob", true, []string{"cj"}, []string{"all"}, []string{"status"}},
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
 		{"coordination.k8s.io", "v1", "leases", "Lease", true, nil, nil, nil},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, []string{"pc"}, nil, nil},
@@ -78,7 +83,7 @@ func TestRegistryLookup(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
-		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "policy", Version: "v1"},
+		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
@@ -88,7 +93,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets", "priorityclasses", "leases"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -224,7 +224,7 @@ func validateStatusUpdate(obj, old Object) (field.ErrorList, bool) {
 	case *policyv1.PodDisruptionBudget:
 		errs = validatePodDisruptionBudgetStatusUpdate(o, old.(*policyv1.PodDisruptionBudget))
 	default:
-		return nil, false
+		return workloadStatusUpdate(obj, old)
 	}
 	return errs, true
 }

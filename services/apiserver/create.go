@@ -73,10 +73,12 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, err
 	}
+	// The UID comes first, as kube's FillObjectMetaSystemFields: a Job's
+	// PrepareForCreate selects its pods by it.
+	obj.SetUID(uuid.NewUUID())
 	if q.res.PrepareForCreate != nil {
 		q.res.PrepareForCreate(obj)
 	}
-	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(1e9)))
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
