@@ -19,7 +19,7 @@ func testRegistry() *Registry {
 	return NewRegistry(WithClock(func() time.Time { return testNow }))
 }
 
-func mustLookup(t *testing.T, r *Registry, group, plural string) *Resource {
+func mustLookup(t testing.TB, r *Registry, group, plural string) *Resource {
 	t.Helper()
 	gv := map[string]string{"": "v1", "apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1"}
 	res, ok := r.Lookup(group, gv[group], plural)

@@ -27,7 +27,7 @@ func controllerRevisionResource(now func() time.Time) *Resource {
 		Default:          defaulter(defaultControllerRevision),
 		PrepareForCreate: defaulter(prepareNothing[*appsv1.ControllerRevision]),
 		PrepareForUpdate: preparer(prepareKeepGeneration[*appsv1.ControllerRevision]),
-		ValidateCreate:   createValidator(true, validateControllerRevision),
+		ValidateCreate:   createValidator(true, validateControllerRevisionCreate),
 		ValidateUpdate:   updateValidator(true, validateControllerRevisionUpdate),
 		Fields:           fieldser[*appsv1.ControllerRevision](true, nil),
 		Table:            controllerRevisionTable(now),

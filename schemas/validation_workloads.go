@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -20,12 +21,32 @@ import (
 
 // Controller revisions.
 
+// validateControllerRevision is what create and update share: the name
+// and a non-negative revision.
 func validateControllerRevision(cr *appsv1.ControllerRevision) field.ErrorList {
 	errs := validateObjectMeta(&cr.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, metaPath)
-	if len(cr.Data.Raw) == 0 && cr.Data.Object == nil {
-		errs = append(errs, field.Required(field.NewPath("data"), "data is mandatory"))
-	}
 	return append(errs, apivalidation.ValidateNonnegativeField(cr.Revision, field.NewPath("revision"))...)
+}
+
+// validateControllerRevisionCreate is ValidateControllerRevisionCreate:
+// the data must be a JSON object.
+func validateControllerRevisionCreate(cr *appsv1.ControllerRevision) field.ErrorList {
+	errs := validateControllerRevision(cr)
+	dataPath := field.NewPath("data")
+	if cr.Data.Raw == nil {
+		return append(errs, field.Required(dataPath, "data is mandatory"))
+	}
+	var v any
+	if err := json.Unmarshal(cr.Data.Raw, &v); err != nil {
+		return append(errs, field.Invalid(dataPath, "<value omitted>", "error parsing data: "+err.Error()))
+	}
+	if v == nil {
+		return append(errs, field.Required(dataPath, "data is mandatory"))
+	}
+	if _, ok := v.(map[string]any); !ok {
+		errs = append(errs, field.Required(dataPath, "data must be a valid JSON object"))
+	}
+	return errs
 }
 
 func validateControllerRevisionUpdate(cr, old *appsv1.ControllerRevision) field.ErrorList {
@@ -66,7 +87,7 @@ func validateDaemonSetSpec(s *appsv1.DaemonSetSpec, opts metav1validation.LabelS
 		errs = append(errs, field.NotSupported(tPath.Child("spec", "restartPolicy"), s.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}
 	if s.Template.Spec.ActiveDeadlineSeconds != nil {
-		errs = append(errs, field.Invalid(tPath.Child("spec", "activeDeadlineSeconds"), s.Template.Spec.ActiveDeadlineSeconds, "activeDeadlineSeconds in DaemonSet is not Supported"))
+		errs = append(errs, field.Forbidden(tPath.Child("spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in DaemonSet is not Supported"))
 	}
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
 	errs = append(errs, validateDaemonSetUpdateStrategy(&s.UpdateStrategy, fldPath.Child("updateStrategy"))...)
@@ -141,20 +162,33 @@ var persistentVolumeClaimRetentionPolicies = []string{
 	string(appsv1.DeletePersistentVolumeClaimRetentionPolicyType), string(appsv1.RetainPersistentVolumeClaimRetentionPolicyType),
 }
 
+// stsOptions are kube's StatefulSetValidationOptions.
+type stsOptions struct {
+	allowInvalidServiceName          bool
+	skipValidatePodTemplateSpec      bool
+	skipValidateVolumeClaimTemplates bool
+}
+
 // validateStatefulSet is ValidateStatefulSet: the name is a DNS label,
 // because it prefixes the pods' hostnames.
 func validateStatefulSet(sts *appsv1.StatefulSet) field.ErrorList {
 	errs := validateObjectMeta(&sts.ObjectMeta, true, apivalidation.NameIsDNSLabel, metaPath)
-	return append(errs, validateStatefulSetSpec(&sts.Spec, field.NewPath("spec"))...)
+	return append(errs, validateStatefulSetSpec(&sts.Spec, stsOptions{}, field.NewPath("spec"))...)
 }
 
 // validateStatefulSetUpdate is ValidateStatefulSetUpdate: the name is not
-// checked again, and only replicas, ordinals, template, updateStrategy,
-// revisionHistoryLimit, persistentVolumeClaimRetentionPolicy and
-// minReadySeconds may change.
+// checked again, what is immutable anyway (the service name, the claim
+// templates) may keep values kube no longer accepts, a template stored
+// invalid is not validated again, and only replicas, ordinals, template,
+// updateStrategy, revisionHistoryLimit,
+// persistentVolumeClaimRetentionPolicy and minReadySeconds may change.
 func validateStatefulSetUpdate(sts, old *appsv1.StatefulSet) field.ErrorList {
 	errs := validateObjectMetaUpdate(&sts.ObjectMeta, &old.ObjectMeta, metaPath)
-	errs = append(errs, validateStatefulSetSpec(&sts.Spec, field.NewPath("spec"))...)
+	opts := stsOptions{allowInvalidServiceName: true, skipValidateVolumeClaimTemplates: true}
+	if len(validateStatefulSetSpec(&old.Spec, opts, field.NewPath("spec"))) > 0 {
+		opts.skipValidatePodTemplateSpec = true
+	}
+	errs = append(errs, validateStatefulSetSpec(&sts.Spec, opts, field.NewPath("spec"))...)
 	clone := sts.Spec.DeepCopy()
 	clone.Replicas = old.Spec.Replicas
 	clone.Template = old.Spec.Template
@@ -169,7 +203,7 @@ func validateStatefulSetUpdate(sts, old *appsv1.StatefulSet) field.ErrorList {
 	return errs
 }
 
-func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, fldPath *field.Path) field.ErrorList {
+func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, opts stsOptions, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch s.PodManagementPolicy {
 	case "":
@@ -191,11 +225,18 @@ func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, fldPath *field.Path) fie
 			}
 		}
 	}
-	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(int32OrZero(s.Replicas)), fldPath.Child("replicas"))...)
+	if !opts.skipValidateVolumeClaimTemplates {
+		for i := range s.VolumeClaimTemplates {
+			errs = append(errs, validateClaimTemplateSpec(&s.VolumeClaimTemplates[i].Spec, fldPath.Child("volumeClaimTemplates").Index(i).Child("spec"))...)
+		}
+	}
+	errs = append(errs, nonNegative(fldPath, n32("replicas", int32OrZero(s.Replicas)), n32("minReadySeconds", s.MinReadySeconds))...)
 	if s.Ordinals != nil {
 		errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.Ordinals.Start), fldPath.Child("ordinals.start"))...)
 	}
-	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(s.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
+	if !opts.allowInvalidServiceName && s.ServiceName != "" {
+		errs = append(errs, validateDNS1123Label(s.ServiceName, fldPath.Child("serviceName"))...)
+	}
 	selPath := fldPath.Child("selector")
 	if s.Selector == nil {
 		errs = append(errs, field.Required(selPath, ""))
@@ -212,7 +253,9 @@ func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, fldPath *field.Path) fie
 		if !selector.Empty() && !selector.Matches(labels.Set(s.Template.Labels)) {
 			errs = append(errs, field.Invalid(tPath.Child("metadata", "labels"), s.Template.Labels, "`selector` does not match template `labels`"))
 		}
-		errs = append(errs, validatePodTemplateSpec(statefulSetPodTemplate(s), tPath)...)
+		if !opts.skipValidatePodTemplateSpec {
+			errs = append(errs, validatePodTemplateSpec(statefulSetPodTemplate(s), tPath)...)
+		}
 	}
 	if s.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(tPath.Child("spec", "restartPolicy"), s.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
@@ -220,34 +263,86 @@ func validateStatefulSetSpec(s *appsv1.StatefulSetSpec, fldPath *field.Path) fie
 	if s.Template.Spec.ActiveDeadlineSeconds != nil {
 		errs = append(errs, field.Forbidden(tPath.Child("spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in StatefulSet is not Supported"))
 	}
-	return append(errs, validateVolumeClaimTemplates(s.VolumeClaimTemplates, fldPath.Child("volumeClaimTemplates"))...)
+	return errs
 }
 
-// statefulSetPodTemplate is the template as the controller makes its pods:
-// each volume claim template is a volume of the pod, so that mounts of a
-// claim validate.
+// statefulSetPodTemplate is the template as the controller makes its pods
+// from it: the hostname and subdomain it sets itself are left out, and
+// each volume claim template is a volume (in place of a template volume of
+// the same name), so that mounts of a claim validate.
 func statefulSetPodTemplate(s *appsv1.StatefulSetSpec) *corev1.PodTemplateSpec {
-	if len(s.VolumeClaimTemplates) == 0 {
-		return &s.Template
+	t := &s.Template
+	if t.Spec.Subdomain == "" && t.Spec.Hostname == "" && len(s.VolumeClaimTemplates) == 0 {
+		return t
 	}
-	t := s.Template.DeepCopy()
+	t = t.DeepCopy()
+	t.Spec.Subdomain, t.Spec.Hostname = "", ""
+	if len(s.VolumeClaimTemplates) == 0 {
+		return t
+	}
+	claims := map[string]bool{}
+	vols := make([]corev1.Volume, 0, len(s.VolumeClaimTemplates)+len(t.Spec.Volumes))
 	for _, c := range s.VolumeClaimTemplates {
-		if slices.ContainsFunc(t.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.Name }) {
+		if claims[c.Name] {
 			continue
 		}
-		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+		claims[c.Name] = true
+		vols = append(vols, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name},
 		}})
 	}
+	for _, v := range t.Spec.Volumes {
+		if !claims[v.Name] {
+			vols = append(vols, v)
+		}
+	}
+	t.Spec.Volumes = vols
 	return t
 }
 
-// validateVolumeClaimTemplates checks what a claim made from each template
-// needs: a name that can prefix the claim's.
-func validateVolumeClaimTemplates(claims []corev1.PersistentVolumeClaim, fldPath *field.Path) field.ErrorList {
+// Access and volume modes a claim may ask for, sorted as kube lists them.
+var (
+	claimAccessModes = []string{string(corev1.ReadOnlyMany), string(corev1.ReadWriteMany), string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod)}
+	claimVolumeModes = []string{string(corev1.PersistentVolumeBlock), string(corev1.PersistentVolumeFilesystem)}
+)
+
+// validateClaimTemplateSpec is the part of ValidatePersistentVolumeClaimSpec
+// a claim template needs: access modes, a positive storage request, the
+// selector, the storage class name and the volume mode.
+func validateClaimTemplateSpec(s *corev1.PersistentVolumeClaimSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for i, c := range claims {
-		errs = append(errs, validateNameWith(apivalidation.NameIsDNSSubdomain, c.Name, fldPath.Index(i).Child("metadata", "name"))...)
+	modesPath := fldPath.Child("accessModes")
+	if len(s.AccessModes) == 0 {
+		errs = append(errs, field.Required(modesPath, "at least 1 access mode is required"))
+	}
+	if s.Selector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, fldPath.Child("selector"))...)
+	}
+	var rwop, other bool
+	for _, m := range s.AccessModes {
+		switch {
+		case !slices.Contains(claimAccessModes, string(m)):
+			errs = append(errs, field.NotSupported(modesPath, m, claimAccessModes))
+		case m == corev1.ReadWriteOncePod:
+			rwop = true
+		default:
+			other = true
+		}
+	}
+	if rwop && other {
+		errs = append(errs, field.Forbidden(modesPath, "may not use ReadWriteOncePod with other access modes"))
+	}
+	storagePath := fldPath.Child("resources").Key(string(corev1.ResourceStorage))
+	if q, ok := s.Resources.Requests[corev1.ResourceStorage]; !ok {
+		errs = append(errs, field.Required(storagePath, ""))
+	} else if q.Sign() <= 0 {
+		errs = append(errs, field.Invalid(storagePath, q.String(), "must be greater than zero"))
+	}
+	if c := s.StorageClassName; c != nil && *c != "" {
+		errs = append(errs, validateNameWith(apivalidation.NameIsDNSSubdomain, *c, fldPath.Child("storageClassName"))...)
+	}
+	if m := s.VolumeMode; m != nil && !slices.Contains(claimVolumeModes, string(*m)) {
+		errs = append(errs, field.NotSupported(fldPath.Child("volumeMode"), *m, claimVolumeModes))
 	}
 	return errs
 }

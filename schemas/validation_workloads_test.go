@@ -6,10 +6,21 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
+
+func claimTemplate(name string) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+}
 
 // wantCreateErrors runs the create pipeline and returns ValidateCreate's
 // errors, rendered by errDetails.
@@ -91,9 +102,41 @@ func TestValidateStatefulSet(t *testing.T) {
 	}{
 		{"valid", func(*appsv1.StatefulSet) {}, nil},
 		{"claim mounted", func(s *appsv1.StatefulSet) {
-			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}}
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{claimTemplate("data")}
 			s.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		}, nil},
+		{"claim replaces a template volume", func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{claimTemplate("data")}
+			// Invalid as a volume, and never used as one.
+			s.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: ""}}}}
+		}, nil},
+		{"hostname and subdomain are the controller's", func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Hostname, s.Spec.Template.Spec.Subdomain = "Not_A_Label", "Nor.This"
+		}, nil},
+		{"claim template spec", func(s *appsv1.StatefulSet) {
+			bad := claimTemplate("data")
+			bad.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadWriteOncePod", "ReadWriteOnce", "WriteSometimes"}
+			bad.Spec.Resources.Requests = nil
+			mode := corev1.PersistentVolumeMode("Tape")
+			bad.Spec.VolumeMode = &mode
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{claimTemplate("ok"), bad}
+		}, []string{
+			`FieldValueNotSupported spec.volumeClaimTemplates[1].spec.accessModes: supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"`,
+			"FieldValueForbidden spec.volumeClaimTemplates[1].spec.accessModes: may not use ReadWriteOncePod with other access modes",
+			"FieldValueRequired spec.volumeClaimTemplates[1].spec.resources[storage]: ",
+			`FieldValueNotSupported spec.volumeClaimTemplates[1].spec.volumeMode: supported values: "Block", "Filesystem"`,
+		}},
+		{"claim template without access modes", func(s *appsv1.StatefulSet) {
+			bad := claimTemplate("data")
+			bad.Spec.AccessModes = nil
+			bad.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("0")
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{bad}
+		}, []string{
+			"FieldValueRequired spec.volumeClaimTemplates[0].spec.accessModes: at least 1 access mode is required",
+			"FieldValueInvalid spec.volumeClaimTemplates[0].spec.resources[storage]: must be greater than zero",
+		}},
+		{"service name is a DNS label", func(s *appsv1.StatefulSet) { s.Spec.ServiceName = "Db_Service" },
+			[]string{"FieldValueInvalid spec.serviceName: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"}},
 		{"name is a DNS label", func(s *appsv1.StatefulSet) { s.Name = "db.example" },
 			[]string{"FieldValueInvalid metadata.name: must not contain dots"}},
 		{"pod management policy", func(s *appsv1.StatefulSet) { s.Spec.PodManagementPolicy = "Random" },
@@ -149,6 +192,7 @@ func TestValidateStatefulSet(t *testing.T) {
 			s.Spec.Selector.MatchLabels["tier"] = "x"
 			s.Spec.Template.Labels["tier"] = "x"
 		}, []string{forbidden}},
+		// The claim templates are immutable, so they are not validated again.
 		{"volume claim templates", func(s *appsv1.StatefulSet) {
 			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "more"}}}
 		}, []string{forbidden}},
@@ -341,6 +385,11 @@ func TestValidateCronJob(t *testing.T) {
 		{"out of range", func(c *batchv1.CronJob) { c.Spec.Schedule = "61 * * * *" },
 			[]string{"FieldValueInvalid spec.schedule: end of range (61) above maximum (59): 61"}},
 		{"no schedule", func(c *batchv1.CronJob) { c.Spec.Schedule = "" }, []string{"FieldValueRequired spec.schedule: "}},
+		// robfig/cron panics on an empty TZ=; kube recovers and refuses it.
+		{"empty TZ", func(c *batchv1.CronJob) { c.Spec.Schedule = "TZ=" }, []string{
+			"FieldValueInvalid spec.schedule: invalid schedule TZ=: runtime error: slice bounds out of range [:-1]",
+			"FieldValueInvalid spec.schedule: cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+		}},
 		{"TZ in schedule", func(c *batchv1.CronJob) { c.Spec.Schedule = "CRON_TZ=UTC 0 * * * *" },
 			[]string{"FieldValueInvalid spec.schedule: cannot use TZ or CRON_TZ in schedule, use timeZone field instead"}},
 		{"unknown time zone", func(c *batchv1.CronJob) { c.Spec.TimeZone = ptrTo("Mars/Olympus") },
@@ -393,13 +442,53 @@ func TestValidateControllerRevision(t *testing.T) {
 			Data: runtime.RawExtension{Raw: []byte(`{"spec":{}}`)}, Revision: 1}
 	}
 	wantCreateErrors(t, res, cr(), nil)
-	bad := cr()
-	bad.Data, bad.Revision = runtime.RawExtension{}, -1
-	wantCreateErrors(t, res, bad, []string{"FieldValueRequired data: data is mandatory", "FieldValueInvalid revision: must be greater than or equal to 0"})
+	for _, tt := range []struct {
+		data string
+		want []string
+	}{
+		{"", []string{"FieldValueRequired data: data is mandatory", "FieldValueInvalid revision: must be greater than or equal to 0"}},
+		{"null", []string{"FieldValueRequired data: data is mandatory", "FieldValueInvalid revision: must be greater than or equal to 0"}},
+		{"[1]", []string{"FieldValueRequired data: data must be a valid JSON object", "FieldValueInvalid revision: must be greater than or equal to 0"}},
+		{"{", []string{"FieldValueInvalid data: error parsing data: unexpected end of JSON input", "FieldValueInvalid revision: must be greater than or equal to 0"}},
+	} {
+		bad := cr()
+		bad.Data, bad.Revision = runtime.RawExtension{}, -1
+		if tt.data != "" {
+			bad.Data.Raw = []byte(tt.data)
+		}
+		wantCreateErrors(t, res, bad, tt.want)
+	}
 
 	old := created(res, cr())
 	upd := old.DeepCopy()
 	upd.Data.Raw = []byte(`{"spec":{"x":1}}`)
 	upd.Revision = 2
 	wantDetails(t, res.ValidateUpdate(upd, old), []string{"FieldValueInvalid data: field is immutable"})
+}
+
+// FuzzValidateCronJobSchedule: a schedule and time zone from a client never
+// panic validation (robfig/cron panics on some input, such as an empty
+// TZ=), and an accepted schedule is one the cron job controller can parse.
+func FuzzValidateCronJobSchedule(f *testing.F) {
+	for _, s := range []string{"*/5 * * * *", "@hourly", "TZ=", "CRON_TZ=", "TZ=UTC", "0 0 31 2 *", "1-60/0 * * * *", "@every 1s", "? ? ? ? ?"} {
+		f.Add(s, "Europe/Paris")
+	}
+	f.Add("* * * * *", "")
+	f.Add("* * * * *", "../../etc/passwd")
+	res := mustLookup(f, testRegistry(), "batch", "cronjobs")
+	f.Fuzz(func(t *testing.T, schedule, tz string) {
+		cj := newCronJob("fuzz")
+		cj.Spec.Schedule = schedule
+		if tz != "" {
+			cj.Spec.TimeZone = &tz
+		}
+		res.Default(cj)
+		res.PrepareForCreate(cj)
+		errs := res.ValidateCreate(cj)
+		if len(errs) == 0 {
+			if _, err := parseCronSchedule(schedule); err != nil {
+				t.Errorf("accepted %q, which does not parse: %v", schedule, err)
+			}
+		}
+	})
 }
