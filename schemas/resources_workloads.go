@@ -51,11 +51,15 @@ func daemonSetResource(now func() time.Time) *Resource {
 			strategy.update(ds, old)
 			prepareDaemonSetTemplateGeneration(ds, old)
 		}),
-		PrepareForStatusUpdate: preparer(strategy.statusUpdate),
-		ValidateCreate:         createValidator(true, validateDaemonSet),
-		ValidateUpdate:         updateValidator(true, validateDaemonSetUpdate),
-		Fields:                 fieldser[*appsv1.DaemonSet](true, nil),
-		Table:                  daemonSetTable(now),
+		PrepareForStatusUpdate: preparer(func(ds, old *appsv1.DaemonSet) {
+			strategy.statusUpdate(ds, old)
+			// The annotation is the internal spec.templateGeneration.
+			keepAnnotation(ds, old, appsv1.DeprecatedTemplateGeneration)
+		}),
+		ValidateCreate: createValidator(true, validateDaemonSet),
+		ValidateUpdate: updateValidator(true, validateDaemonSetUpdate),
+		Fields:         fieldser[*appsv1.DaemonSet](true, nil),
+		Table:          daemonSetTable(now),
 	}
 }
 
@@ -170,6 +174,22 @@ func prepareDaemonSetTemplateGeneration(ds, old *appsv1.DaemonSet) {
 		ds.Annotations = map[string]string{}
 	}
 	ds.Annotations[appsv1.DeprecatedTemplateGeneration] = strconv.FormatInt(gen, 10)
+}
+
+// keepAnnotation sets obj's annotation key to old's, or removes it when
+// old has none.
+func keepAnnotation(obj, old metav1.Object, key string) {
+	a := obj.GetAnnotations()
+	v, ok := old.GetAnnotations()[key]
+	switch {
+	case ok && a == nil:
+		a = map[string]string{key: v}
+	case ok:
+		a[key] = v
+	default:
+		delete(a, key)
+	}
+	obj.SetAnnotations(a)
 }
 
 // generateJobSelector is the job strategy's generateSelector: the

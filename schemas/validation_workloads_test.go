@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -354,21 +356,96 @@ func TestValidateJob(t *testing.T) {
 		})
 	}
 
-	t.Run("status", func(t *testing.T) {
-		now := metav1.Now()
-		old := created(res, newJob("pi"))
-		old.Status = batchv1.JobStatus{Failed: 2, Active: 1, StartTime: &now}
-		complete := old.DeepCopy()
-		complete.Status = batchv1.JobStatus{Failed: 1, Active: 1, Ready: ptrTo[int32](2), StartTime: &now,
-			Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}
-		res.PrepareForStatusUpdate(complete, old)
-		wantDetails(t, res.ValidateStatus(complete, old), []string{
+	testValidateJobStatus(t, res, indexed)
+}
+
+func testValidateJobStatus(t *testing.T, res *Resource, indexed func(*batchv1.Job)) {
+	now := metav1.Now()
+	later := metav1.NewTime(now.Add(time.Minute))
+	cond := func(types ...batchv1.JobConditionType) []batchv1.JobCondition {
+		var cs []batchv1.JobCondition
+		for _, c := range types {
+			cs = append(cs, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
+		}
+		return cs
+	}
+	running := func(j *batchv1.Job) { j.Status = batchv1.JobStatus{Failed: 2, Active: 1, StartTime: &now} }
+	tests := []struct {
+		name   string
+		old    func(*batchv1.Job)
+		mutate func(*batchv1.Job)
+		want   []string
+	}{
+		{"complete", running, func(j *batchv1.Job) {
+			j.Status = batchv1.JobStatus{Failed: 2, Succeeded: 1, StartTime: &now, CompletionTime: &later,
+				Conditions: cond(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)}
+		}, nil},
+		{"failed", running, func(j *batchv1.Job) {
+			j.Status = batchv1.JobStatus{Failed: 7, StartTime: &now, Conditions: cond(batchv1.JobFailureTarget, batchv1.JobFailed)}
+		}, nil},
+		{"complete too early", running, func(j *batchv1.Job) {
+			j.Status = batchv1.JobStatus{Failed: 1, Active: 1, Ready: ptrTo[int32](2), StartTime: &now, Conditions: cond(batchv1.JobComplete)}
+		}, []string{
 			"FieldValueInvalid status.failed: cannot decrease the failed counter",
 			"FieldValueInvalid status.active: active>0 is invalid for finished job",
 			"FieldValueInvalid status.ready: cannot set more ready pods than active",
 			"FieldValueRequired status.completionTime: completionTime is required for Complete jobs",
+			"FieldValueInvalid status.conditions: cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
+		}},
+		{"failed without failure target", running, func(j *batchv1.Job) {
+			j.Status = batchv1.JobStatus{Failed: 7, StartTime: &now, Conditions: cond(batchv1.JobFailed)}
+		}, []string{"FieldValueInvalid status.conditions: cannot set Failed=True condition without the FailureTarget=true condition"}},
+		{"terminal conditions stay", func(j *batchv1.Job) {
+			j.Status = batchv1.JobStatus{StartTime: &now, Conditions: cond(batchv1.JobFailureTarget, batchv1.JobFailed)}
+		}, func(j *batchv1.Job) { j.Status.Conditions = nil }, []string{
+			"FieldValueInvalid status.conditions: cannot disable the terminal Failed=True condition",
+			"FieldValueInvalid status.conditions: cannot disable the terminal FailureTarget=True condition",
+		}},
+		{"completion before start", running, func(j *batchv1.Job) {
+			early := metav1.NewTime(now.Add(-time.Hour))
+			j.Status = batchv1.JobStatus{Failed: 2, StartTime: &now, CompletionTime: &early, Conditions: cond(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)}
+		}, []string{"FieldValueInvalid status.completionTime: must be equal to or after `startTime`"}},
+		{"start time kept while running", running, func(j *batchv1.Job) { j.Status.StartTime = nil },
+			[]string{"FieldValueRequired status.startTime: startTime cannot be removed for unsuspended job"}},
+		{"uncounted pods", running, func(j *batchv1.Job) {
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a", ""}, Failed: []types.UID{"a"}}
+		}, []string{
+			"FieldValueInvalid status.uncountedTerminatedPods.succeeded[1]: must not be empty",
+			`FieldValueDuplicate status.uncountedTerminatedPods.failed[0]: `,
+		}},
+		{"completed indexes of a non-indexed job", running, func(j *batchv1.Job) { j.Status.CompletedIndexes = "0" },
+			[]string{"FieldValueInvalid status.completedIndexes: cannot set non-empty completedIndexes when non-indexed completion mode"}},
+		{"indexes out of range", func(j *batchv1.Job) {
+			indexed(j)
+			j.Spec.BackoffLimitPerIndex = ptrTo[int32](1)
+			running(j)
+		}, func(j *batchv1.Job) {
+			j.Status.CompletedIndexes, j.Status.FailedIndexes = "0-2,7", ptrTo("1")
+		}, []string{
+			`FieldValueInvalid status.completedIndexes: error parsing completedIndexes: too large index: "7"`,
+			"FieldValueInvalid status.failedIndexes: failedIndexes and completedIndexes overlap at index: 1",
+		}},
+		{"stale indexes are not checked again", func(j *batchv1.Job) {
+			indexed(j)
+			running(j)
+			j.Status.CompletedIndexes = "0-9"
+		}, func(j *batchv1.Job) { j.Status.Active = 0 }, nil},
+	}
+	for _, tt := range tests {
+		t.Run("status "+tt.name, func(t *testing.T) {
+			old := newJob("pi")
+			if tt.old != nil {
+				tt.old(old)
+			}
+			st := old.Status
+			old = created(res, old)
+			old.Status = st
+			j := old.DeepCopy()
+			tt.mutate(j)
+			res.PrepareForStatusUpdate(j, old)
+			wantDetails(t, res.ValidateStatus(j, old), tt.want)
 		})
-	})
+	}
 }
 
 func TestValidateCronJob(t *testing.T) {

@@ -241,6 +241,13 @@ func TestWorkloadStrategies(t *testing.T) {
 		if gen(rolled) != "2" || rolled.Generation != 3 {
 			t.Errorf("template change: template generation %q, generation %d", gen(rolled), rolled.Generation)
 		}
+		status := rolled.DeepCopy()
+		status.Annotations[appsv1.DeprecatedTemplateGeneration] = "7"
+		status.Annotations["note"] = "kept"
+		res.PrepareForStatusUpdate(status, rolled)
+		if gen(status) != "2" || status.Annotations["note"] != "kept" {
+			t.Errorf("status update: annotations %v", status.Annotations)
+		}
 	})
 }
 

@@ -312,7 +312,8 @@ func TestJobAPI(t *testing.T) {
 			_, err = jobs.Update(ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
-		wantInvalid(t, env, "batch", "Job", []string{"status.conditions"}, func() error {
+		// Complete and SuccessCriteriaMet may not be taken back.
+		wantInvalid(t, env, "batch", "Job", []string{"status.conditions", "status.conditions"}, func() error {
 			cur, err := jobs.Get(ctx, "pi", metav1.GetOptions{})
 			if err != nil {
 				return err
