@@ -87,10 +87,11 @@ func jobResource(now func() time.Time) *Resource {
 	return &Resource{
 		GroupVersion: gvBatch, Kind: "Job", Plural: "jobs", Singular: "job",
 		Categories: []string{"all"}, Namespaced: true,
-		Subresources: []string{"status"},
-		New:          func() Object { return &batchv1.Job{} },
-		NewList:      func() runtime.Object { return &batchv1.JobList{} },
-		Default:      defaulter(defaultJob),
+		OrphanByDefault: true,
+		Subresources:    []string{"status"},
+		New:             func() Object { return &batchv1.Job{} },
+		NewList:         func() runtime.Object { return &batchv1.JobList{} },
+		Default:         defaulter(defaultJob),
 		PrepareForCreate: defaulter(func(j *batchv1.Job) {
 			if !boolOrFalse(j.Spec.ManualSelector) {
 				generateJobSelector(j)

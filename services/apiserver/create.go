@@ -73,9 +73,13 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, err
 	}
-	// The UID comes first, as kube's FillObjectMetaSystemFields: a Job's
-	// PrepareForCreate selects its pods by it.
+	// The UID and a generated name come first, as kube's Store.Create
+	// fills them in before the strategy runs: a Job's PrepareForCreate
+	// selects its pods by its UID and labels them with its name.
 	obj.SetUID(uuid.NewUUID())
+	if generated {
+		obj.SetName(obj.GetGenerateName() + rand.String(5))
+	}
 	if q.res.PrepareForCreate != nil {
 		q.res.PrepareForCreate(obj)
 	}
@@ -91,7 +95,7 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 		obj.SetGeneration(1)
 	}
 	for attempt := 0; ; attempt++ {
-		if generated {
+		if generated && attempt > 0 {
 			obj.SetName(obj.GetGenerateName() + rand.String(5))
 		}
 		if q.res.ValidateCreate != nil {

@@ -268,6 +268,17 @@ func TestJobAPI(t *testing.T) {
 		t.Errorf("created %+v", got)
 	}
 
+	// A generated name is there before the strategy labels the template.
+	gen := testJob("")
+	gen.GenerateName = "batch-"
+	g, err := jobs.Create(ctx, gen, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Name) != len("batch-")+5 || g.Spec.Template.Labels[batchv1.JobNameLabel] != g.Name || g.Spec.Template.Labels["job-name"] != g.Name {
+		t.Errorf("generated name %q, template labels %v", g.Name, g.Spec.Template.Labels)
+	}
+
 	start := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	done := metav1.NewTime(start.Add(20 * time.Second))
 	got.Status = batchv1.JobStatus{Succeeded: 1, StartTime: &start, CompletionTime: &done, Conditions: []batchv1.JobCondition{
@@ -285,6 +296,28 @@ func TestJobAPI(t *testing.T) {
 		cells[1] != "Complete" || cells[2] != "1/1" || cells[3] != "20s" || cells[7] != "batch.kubernetes.io/controller-uid="+uid {
 		t.Errorf("table %v %v", cols, cells)
 	}
+
+	// batch/v1 orphans a Job's pods unless the delete says otherwise.
+	t.Run("delete orphans by default", func(t *testing.T) {
+		if err := jobs.Delete(ctx, g.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		left, err := jobs.Get(ctx, g.Name, metav1.GetOptions{})
+		if err != nil || left.DeletionTimestamp == nil || !slices.Equal(left.Finalizers, []string{metav1.FinalizerOrphanDependents}) {
+			t.Fatalf("after a plain delete: %v %+v", err, left)
+		}
+		bg := metav1.DeletePropagationBackground
+		other, err := jobs.Create(ctx, testJob("other"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := jobs.Delete(ctx, other.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jobs.Get(ctx, other.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after a background delete: %v", err)
+		}
+	})
 
 	t.Run("invalid", func(t *testing.T) {
 		create := func(mutate func(*batchv1.Job)) func() error {
