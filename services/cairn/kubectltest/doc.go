@@ -8,7 +8,8 @@
 // api-resources, error messages, PodDisruptionBudgets (create pdb, get pdb,
 // patch, validation errors), the workload kinds (create job, create
 // cronjob, create job --from=cronjob, get ds,sts,job,cj,controllerrevisions,
-// scale sts, validation errors), and a restart on the same data directory.
+// apply and apply --server-side, describe, scale sts, validation errors),
+// and a restart on the same data directory.
 //
 // `cairn up` also runs the controllers, so the Deployment the test applies
 // gets ReplicaSets and pods; nothing schedules or runs those pods, so they

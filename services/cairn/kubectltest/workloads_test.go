@@ -50,6 +50,23 @@ revision: 1
 data: {spec: {template: {metadata: {labels: {app: db}}}}}
 `
 
+// ssaCronJobYAML is a CronJob applied server-side, with SCHEDULE replaced.
+const ssaCronJobYAML = `apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: hourly
+spec:
+  schedule: "SCHEDULE"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: c
+            image: busybox:1.36
+`
+
 // negativeCompletionsYAML is a Job kube refuses.
 const negativeCompletionsYAML = `apiVersion: batch/v1
 kind: Job
@@ -89,6 +106,39 @@ func testWorkloads(t *testing.T, c *cluster) {
 		t.Fatalf("apply workloads: %s", r)
 	}
 
+	// Client-side apply patches through the OpenAPI schema (strategic
+	// merge); server-side apply through the kinds' merge types.
+	r = c.RunWith(t, strings.Replace(workloadsYAML, "name: db\n        image: busybox:1.36", "name: db\n        image: busybox:1.37", 1), 0, "apply", "-f", "-")
+	if r.Err != nil || !strings.Contains(r.Stdout, "statefulset.apps/db configured") || !strings.Contains(r.Stdout, "daemonset.apps/agent unchanged") {
+		t.Errorf("apply a new sts image: %s", r)
+	}
+	for _, schedule := range []string{"0 * * * *", "30 * * * *"} {
+		r = c.RunWith(t, strings.Replace(ssaCronJobYAML, "SCHEDULE", schedule, 1), 0, "apply", "--server-side", "-f", "-")
+		if r.Err != nil || strings.TrimSpace(r.Stdout) != "cronjob.batch/hourly serverside-applied" {
+			t.Errorf("apply --server-side cronjob: %s", r)
+		}
+	}
+	if got := c.OK(t, "get", "cj", "hourly", "-o", "jsonpath={.spec.schedule} {.metadata.generation}"); got != "30 * * * * 2" {
+		t.Errorf("server-side applied cronjob: schedule and generation %q", got)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"describe", "job", "pi"}, []string{"Name:", "pi", "Parallelism:", "Completions:", "Completion Mode:  NonIndexed", "Pods Statuses:", "batch.kubernetes.io/controller-uid="}},
+		{[]string{"describe", "cj", "nightly"}, []string{"Schedule:", "*/5 * * * *", "Concurrency Policy:", "Allow", "Suspend:", "False"}},
+		{[]string{"describe", "ds", "agent"}, []string{"Selector:", "app=agent", "Node-Selector:", "disk=ssd", "Desired Number of Nodes Scheduled: 0"}},
+		{[]string{"describe", "sts", "db"}, []string{"Selector:", "app=db", "Replicas:", "Update Strategy:", "RollingUpdate", "busybox:1.37"}},
+	} {
+		out := c.OK(t, tt.args...)
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("kubectl %s lacks %q:\n%s", strings.Join(tt.args, " "), w, out)
+			}
+		}
+	}
+
 	// kubectl read the CronJob and made its Job an owned, manual instance.
 	got := c.OK(t, "get", "job", "manual", "-o", `jsonpath={.metadata.annotations.cronjob\.kubernetes\.io/instantiate} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.metadata.ownerReferences[0].controller} {.spec.template.spec.containers[0].image}`)
 	if got != "manual CronJob/nightly true busybox:1.36" {
@@ -122,7 +172,7 @@ func testWorkloads(t *testing.T, c *cluster) {
 	if got := strings.TrimSpace(c.OK(t, "scale", "sts", "db", "--replicas=3")); got != "statefulset.apps/db scaled" {
 		t.Errorf("scale sts = %q", got)
 	}
-	if got := c.OK(t, "get", "sts", "db", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"); got != "3 2" {
+	if got := c.OK(t, "get", "sts", "db", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"); got != "3 3" {
 		t.Errorf("after scale: replicas and generation %q", got)
 	}
 
@@ -155,7 +205,7 @@ func testWorkloads(t *testing.T, c *cluster) {
 		}
 	}
 
-	c.OK(t, "delete", "ds/agent", "sts/db", "controllerrevision/db-1", "job/pi", "cronjob/nightly")
+	c.OK(t, "delete", "ds/agent", "sts/db", "controllerrevision/db-1", "job/pi", "cronjob/nightly", "cronjob/hourly")
 	// The collector deletes the Job the CronJob owned.
 	waitGone(t, c, "get", "jobs", "-o", "name")
 }
