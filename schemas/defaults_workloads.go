@@ -42,9 +42,10 @@ func defaultDaemonSet(ds *appsv1.DaemonSet) {
 	defaultPodSpec(&ds.Spec.Template.Spec)
 }
 
-// defaultStatefulSet is SetObjectDefaults_StatefulSet. maxUnavailable
-// stays unset: kube defaults it only behind the MaxUnavailableStatefulSet
-// gate, which is off by default.
+// defaultStatefulSet is SetObjectDefaults_StatefulSet, with the
+// MaxUnavailableStatefulSet gate on (beta since kube 1.35): a rolling
+// update's maxUnavailable defaults to 1. (With the gate off, as in 1.32,
+// kube drops the field instead; cairn's StatefulSet controller honours it.)
 func defaultStatefulSet(sts *appsv1.StatefulSet) {
 	s := &sts.Spec
 	if s.PodManagementPolicy == "" {
@@ -59,6 +60,10 @@ func defaultStatefulSet(sts *appsv1.StatefulSet) {
 		}
 		if s.UpdateStrategy.RollingUpdate.Partition == nil {
 			s.UpdateStrategy.RollingUpdate.Partition = ptrTo[int32](0)
+		}
+		if s.UpdateStrategy.RollingUpdate.MaxUnavailable == nil {
+			one := intstr.FromInt32(1)
+			s.UpdateStrategy.RollingUpdate.MaxUnavailable = &one
 		}
 	}
 	if s.PersistentVolumeClaimRetentionPolicy == nil {

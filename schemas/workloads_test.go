@@ -60,7 +60,7 @@ func TestDefaultWorkloads(t *testing.T) {
 	s := sts.Spec
 	if *s.Replicas != 1 || s.PodManagementPolicy != appsv1.OrderedReadyPodManagement ||
 		s.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || *s.UpdateStrategy.RollingUpdate.Partition != 0 ||
-		s.UpdateStrategy.RollingUpdate.MaxUnavailable != nil || *s.RevisionHistoryLimit != 10 ||
+		*s.UpdateStrategy.RollingUpdate.MaxUnavailable != intstr.FromInt32(1) || *s.RevisionHistoryLimit != 10 ||
 		*s.PersistentVolumeClaimRetentionPolicy != (appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{WhenDeleted: "Retain", WhenScaled: "Retain"}) ||
 		*s.VolumeClaimTemplates[0].Spec.VolumeMode != corev1.PersistentVolumeFilesystem || s.VolumeClaimTemplates[0].Status.Phase != corev1.ClaimPending {
 		t.Errorf("statefulset defaults %+v", s)
