@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -368,6 +369,12 @@ func TestCronJobAPI(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := ctxFor(t, 60*time.Second)
 	cjs := env.Client.BatchV1().CronJobs("default")
+	// Watches of the new kinds are served from the log like every other.
+	w, err := cjs.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	in := testCronJob("nightly", "0 3 * * *")
 	in.Spec.TimeZone = ptr("Europe/Paris")
 	in.Status.Active = []corev1.ObjectReference{{Name: "x"}}
@@ -378,6 +385,14 @@ func TestCronJobAPI(t *testing.T) {
 	if got.Generation != 1 || len(got.Status.Active) != 0 || got.Spec.ConcurrencyPolicy != batchv1.AllowConcurrent ||
 		*got.Spec.SuccessfulJobsHistoryLimit != 3 || *got.Spec.FailedJobsHistoryLimit != 1 || *got.Spec.Suspend {
 		t.Errorf("created %+v", got)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if cj, ok := ev.Object.(*batchv1.CronJob); ev.Type != watch.Added || !ok || cj.Name != "nightly" || cj.ResourceVersion != got.ResourceVersion {
+			t.Errorf("watch event %s %T %+v", ev.Type, ev.Object, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event for the created cronjob")
 	}
 	got.Spec.Suspend = ptr(true)
 	upd, err := cjs.Update(ctx, got, metav1.UpdateOptions{})
