@@ -129,10 +129,10 @@ func validateGeneratedSelector(j *batchv1.Job, requirePrefixed bool) field.Error
 func validateHasLabel(l map[string]string, fldPath *field.Path, key, want string) field.ErrorList {
 	got, ok := l[key]
 	if !ok {
-		return field.ErrorList{field.Required(fldPath.Child("labels").Key(key), "must be '"+want+"'")}
+		return field.ErrorList{field.Required(fldPath.Child("labels").Key(key), want)}
 	}
 	if got != want {
-		return field.ErrorList{field.Invalid(fldPath.Child("labels").Key(key), got, "must be '"+want+"'")}
+		return field.ErrorList{field.Invalid(fldPath.Child("labels").Key(key), l, "must be '"+want+"'")}
 	}
 	return nil
 }
