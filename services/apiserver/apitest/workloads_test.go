@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -297,6 +299,30 @@ func TestJobAPI(t *testing.T) {
 		cells[1] != "Complete" || cells[2] != "1/1" || cells[3] != "20s" || cells[7] != "batch.kubernetes.io/controller-uid="+uid {
 		t.Errorf("table %v %v", cols, cells)
 	}
+
+	// Controllers speak protobuf.
+	t.Run("protobuf", func(t *testing.T) {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb := cs.BatchV1().Jobs("default")
+		mode := batchv1.IndexedCompletion
+		in := testJob("proto")
+		in.Spec.CompletionMode, in.Spec.Completions, in.Spec.Parallelism = &mode, ptr[int32](4), ptr[int32](2)
+		if _, err := pb.Create(ctx, in, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := pb.Get(ctx, "proto", metav1.GetOptions{})
+		if err != nil || *got.Spec.CompletionMode != batchv1.IndexedCompletion || *got.Spec.Completions != 4 || got.Spec.Selector == nil {
+			t.Fatalf("get over protobuf: %v %+v", err, got)
+		}
+		if _, err := cs.AppsV1().StatefulSets("default").List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list statefulsets over protobuf: %v", err)
+		}
+	})
 
 	// batch/v1 orphans a Job's pods unless the delete says otherwise.
 	t.Run("delete orphans by default", func(t *testing.T) {
