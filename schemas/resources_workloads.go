@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
@@ -95,6 +96,12 @@ func jobResource(now func() time.Time) *Resource {
 		PrepareForCreate: defaulter(func(j *batchv1.Job) {
 			if !boolOrFalse(j.Spec.ManualSelector) {
 				generateJobSelector(j)
+			}
+			// kube defaults a job's labels to its template's again each
+			// time it decodes the stored job, so a job without labels of
+			// its own shows the generated ones; storing them does the same.
+			if len(j.Labels) == 0 {
+				j.Labels = maps.Clone(j.Spec.Template.Labels)
 			}
 			strategy.create(j)
 		}),

@@ -132,6 +132,13 @@ func TestJobGeneratedSelector(t *testing.T) {
 		t.Errorf("generated job invalid: %v", errs)
 	}
 
+	// Without labels of its own or its template's, the job shows the
+	// generated ones, as kube's read-time defaulting makes it.
+	bare := created(res, newJob("bare"))
+	if bare.Labels["batch.kubernetes.io/job-name"] != "bare" || bare.Labels["controller-uid"] != "uid-bare" || len(bare.Labels) != 4 {
+		t.Errorf("bare job labels %v", bare.Labels)
+	}
+
 	manual := newJob("manual")
 	manual.Spec.ManualSelector = ptrTo(true)
 	manual.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "m"}}

@@ -148,6 +148,9 @@ func testWorkloads(t *testing.T, c *cluster) {
 	if sel := c.OK(t, "get", "job", "pi", "-o", "jsonpath={.spec.selector.matchLabels}"); sel != `{"batch.kubernetes.io/controller-uid":"`+uid+`"}` {
 		t.Errorf("job selector = %s, uid %s", sel, uid)
 	}
+	if got := c.OK(t, "get", "jobs", "-l", "job-name=pi", "-o", "name"); strings.TrimSpace(got) != "job.batch/pi" {
+		t.Errorf("jobs labelled job-name=pi: %q", got)
+	}
 
 	rows := wantHeader(t, c.OK(t, "get", "jobs"), "NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE")
 	wantRow(t, rows, "manual", "Running", "0/1")
