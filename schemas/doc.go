@@ -8,7 +8,7 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services
 //	apps/v1                 deployments, replicasets
 //	policy/v1               poddisruptionbudgets
 //	scheduling.k8s.io/v1    priorityclasses

@@ -94,3 +94,14 @@ func created[T Object](res *Resource, obj T) T {
 	obj.SetResourceVersion("5")
 	return obj
 }
+
+// wantCreateErrors runs mutate and the create pipeline (Default,
+// PrepareForCreate) on obj and checks ValidateCreate against want with
+// wantDetails.
+func wantCreateErrors[T Object](t *testing.T, res *Resource, obj T, mutate func(T), want []string) {
+	t.Helper()
+	mutate(obj)
+	res.Default(obj)
+	res.PrepareForCreate(obj)
+	wantDetails(t, res.ValidateCreate(obj), want)
+}

@@ -69,6 +69,7 @@ func NewRegistry(opts ...Option) *Registry {
 		nodeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
+		serviceResource(r.clock),
 		deploymentResource(r.clock),
 		replicaSetResource(r.clock),
 		podDisruptionBudgetResource(r.clock),

@@ -26,6 +26,7 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
+		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
@@ -67,8 +68,8 @@ func TestRegistryLookup(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := r.Lookup("", "v1", "services"); ok {
-		t.Error("services are not served")
+	if _, ok := r.Lookup("", "v1", "replicationcontrollers"); ok {
+		t.Error("replicationcontrollers are not served")
 	}
 	if _, ok := r.Lookup("apps", "v1beta1", "deployments"); ok {
 		t.Error("apps/v1beta1 is not served")
@@ -88,7 +89,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "services", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}
