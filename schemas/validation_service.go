@@ -266,7 +266,13 @@ func validateTrafficPolicies(svc *corev1.Service, specPath *field.Path) field.Er
 	return errs
 }
 
-// validateClusterIPsRelatedFields is ValidateServiceClusterIPsRelatedFields.
+// ValidateServiceClusterIPs is ValidateServiceClusterIPsRelatedFields:
+// the checks of clusterIP, clusterIPs, ipFamilies and ipFamilyPolicy,
+// which kube's allocator also runs before it allocates.
+func ValidateServiceClusterIPs(svc *corev1.Service) field.ErrorList {
+	return validateClusterIPsRelatedFields(svc)
+}
+
 func validateClusterIPsRelatedFields(svc *corev1.Service) field.ErrorList {
 	spec := &svc.Spec
 	if spec.Type == corev1.ServiceTypeExternalName {

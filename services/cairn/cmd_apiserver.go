@@ -27,6 +27,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		insecure  bool
 		logLevel  string
 		electTTL  time.Duration
+		svcNet    serviceNetFlags
 	)
 	fs := newFlagSet("apiserver", stderr)
 	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of etcd (required)")
@@ -37,6 +38,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver's publisher keeps the role")
+	svcNet.register(fs)
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
@@ -54,7 +56,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	var authn apiserver.Authenticators
 	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL,
-		OnReady: func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) }}
+		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
+		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

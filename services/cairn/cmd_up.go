@@ -13,6 +13,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		etcd     listFlag
 		hosts    listFlag
 		logLevel string
+		svcNet   serviceNetFlags
 	)
 	fs := newFlagSet("up", stderr)
 	fs.StringVar(&cfg.DataDir, "data-dir", "./.cairn", "directory for all state (etcd, NATS, PKI, kubeconfig)")
@@ -24,9 +25,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Node, "node", true, "run a real node in this process (containerd, CNI, kubelet; needs root)")
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
+	svcNet.register(fs)
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
+	cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = svcNet.clusterIPRange, svcNet.nodePortRange, svcNet.advertise
 	cfg.EtcdEndpoints = etcd
 	cfg.Hosts = hosts
 

@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-dev/cairn/schemas/discovery"
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/embedded"
@@ -67,6 +68,17 @@ type Config struct {
 	HistoryPath string
 	// RebuildHistory rebuilds the history store from the whole log.
 	RebuildHistory bool
+	// ServiceClusterIPRange and ServiceNodePortRange are where Services get
+	// their cluster IPs and node ports (kube-apiserver's
+	// --service-cluster-ip-range and --service-node-port-range); empty
+	// means 10.96.0.0/12 and 30000-32767. Every apiserver of a cluster
+	// must be given the same ranges.
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+	// AdvertiseAddress is the IP the kubernetes Service's endpoints list
+	// for this apiserver (kube-apiserver's --advertise-address); empty
+	// means the IP the apiserver listens on.
+	AdvertiseAddress string
 	// OnReady is called as each component becomes ready.
 	OnReady func(component, detail string)
 	Log     *slog.Logger
@@ -133,6 +145,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 
 	cp.Registry = schemas.NewRegistry()
 	cp.Store = storage.New(cp.Etcd)
+	svcIPs, nodePorts, err := serviceRanges(cfg)
+	if err != nil {
+		return nil, err
+	}
 	oapi, err := openapi.Handler(cp.Registry.All())
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: openapi: %w", err)
@@ -155,6 +171,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Hub:              cp.Hub,
 		Authenticator:    cfg.Authenticator,
 		Admission:        cfg.Admission,
+		ServiceIPs:       svcIPs,
+		NodePorts:        nodePorts,
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,
 		Metrics:          cp.Metrics,
@@ -169,6 +187,11 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := Bootstrap(ctx, cp.Store, cp.Registry); err != nil {
 		return nil, err
 	}
+	// The repair loop is idempotent: every apiserver runs it.
+	alloc := servicealloc.New(cp.Etcd, svcIPs, nodePorts)
+	cp.goRun("service allocation repair", func() error {
+		return alloc.RunRepair(runCtx, 0, cfg.Log.With("component", "servicealloc"))
+	})
 	ln := cfg.Listener
 	if ln == nil {
 		listen := cfg.Listen
@@ -189,6 +212,26 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	ready("apiserver", cp.Addr)
 	return cp, nil
+}
+
+// serviceRanges parses the service ranges of cfg, defaults for empty ones.
+func serviceRanges(cfg Config) (servicealloc.IPRange, servicealloc.PortRange, error) {
+	ipRange, portRange := cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange
+	if ipRange == "" {
+		ipRange = servicealloc.DefaultClusterIPRange
+	}
+	if portRange == "" {
+		portRange = servicealloc.DefaultNodePortRange
+	}
+	ips, err := servicealloc.ParseIPRange(ipRange)
+	if err != nil {
+		return servicealloc.IPRange{}, servicealloc.PortRange{}, fmt.Errorf("controlplane: --service-cluster-ip-range: %w", err)
+	}
+	ports, err := servicealloc.ParsePortRange(portRange)
+	if err != nil {
+		return servicealloc.IPRange{}, servicealloc.PortRange{}, fmt.Errorf("controlplane: --service-node-port-range: %w", err)
+	}
+	return ips, ports, nil
 }
 
 func (cp *ControlPlane) goRun(name string, f func() error) {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
@@ -205,3 +207,40 @@ func testDeployment(name string, replicas int32) *appsv1.Deployment {
 }
 
 const podsPath = "/api/v1/namespaces/default/pods"
+
+// invalidCase is one request the apiserver must refuse with 422 Invalid.
+type invalidCase struct {
+	name string
+	send func() error
+	// wantCauses are the fields of the causes, sorted.
+	wantCauses []string
+}
+
+// runInvalidCases sends each case and checks the answer: 422 Invalid for
+// the kind, the fields kube names, and nothing written.
+func runInvalidCases(t *testing.T, env *controlplanetest.Env, group, kind string, tests []invalidCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := settle(t, env)
+			err := tt.send()
+			var se *apierrors.StatusError
+			if !apierrors.IsInvalid(err) || !errors.As(err, &se) {
+				t.Fatalf("got %v, want 422 Invalid", err)
+			}
+			st := se.ErrStatus
+			if st.Code != http.StatusUnprocessableEntity || st.Details == nil || st.Details.Kind != kind || st.Details.Group != group {
+				t.Errorf("status %+v", st)
+			}
+			var fields []string
+			for _, c := range st.Details.Causes {
+				fields = append(fields, c.Field)
+			}
+			slices.Sort(fields)
+			if !slices.Equal(fields, tt.wantCauses) {
+				t.Errorf("causes %v, want %v: %s", fields, tt.wantCauses, st.Message)
+			}
+			requireNothingWritten(t, env, before)
+		})
+	}
+}

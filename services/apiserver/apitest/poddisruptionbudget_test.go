@@ -2,7 +2,6 @@ package apitest
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"testing"
@@ -195,11 +194,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 			return err
 		}
 	}
-	tests := []struct {
-		name       string
-		send       func() error
-		wantCauses []string
-	}{
+	runInvalidCases(t, env, "policy", "PodDisruptionBudget", []invalidCase{
 		{"both set", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MaxUnavailable = ptr(intstr.FromInt32(1)) }),
 			[]string{"spec"}},
 		{"negative minAvailable", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = ptr(intstr.FromInt32(-1)) }),
@@ -220,30 +215,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 		}), []string{"status.disruptionsAllowed", "status.expectedPods"}},
 		{"condition status", update(true, func(p *policyv1.PodDisruptionBudget) { p.Status.Conditions[0].Status = "Maybe" }),
 			[]string{"status.conditions[0].status"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			before := settle(t, env)
-			err := tt.send()
-			var se *apierrors.StatusError
-			if !apierrors.IsInvalid(err) || !errors.As(err, &se) {
-				t.Fatalf("got %v, want 422 Invalid", err)
-			}
-			st := se.ErrStatus
-			if st.Code != http.StatusUnprocessableEntity || st.Details == nil || st.Details.Kind != "PodDisruptionBudget" || st.Details.Group != "policy" {
-				t.Errorf("status %+v", st)
-			}
-			var fields []string
-			for _, c := range st.Details.Causes {
-				fields = append(fields, c.Field)
-			}
-			slices.Sort(fields)
-			if !slices.Equal(fields, tt.wantCauses) {
-				t.Errorf("causes %v, want %v: %s", fields, tt.wantCauses, st.Message)
-			}
-			requireNothingWritten(t, env, before)
-		})
-	}
+	})
 	if _, err := pdbs.Get(ctx, "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of a refused budget: %v, want NotFound", err)
 	}

@@ -180,6 +180,11 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		NATSURL:        s.cfg.NATSURL,
 		Listen:         s.cfg.Listen,
 		TLS:            s.pki.ServerTLSConfig(),
+		// The Service network (cairn up's --service-* and
+		// --advertise-address flags).
+		ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
+		ServiceNodePortRange:  s.cfg.ServiceNodePortRange,
+		AdvertiseAddress:      s.cfg.AdvertiseAddress,
 		// Kubelets (ours and cairn kubelet's) trust the cluster CA and let
 		// the apiserver's kubelet client (system:masters) read logs and exec.
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),

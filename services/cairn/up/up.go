@@ -42,6 +42,11 @@ type Config struct {
 	// RebuildHistory rebuilds the history store (DataDir/history.db) from
 	// the whole log at start.
 	RebuildHistory bool
+	// ServiceClusterIPRange, ServiceNodePortRange and AdvertiseAddress are
+	// the apiserver's (controlplane.Config); empty means its defaults.
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+	AdvertiseAddress      string
 }
 
 // Paths is the layout of a data directory. All fields are absolute.
