@@ -8,11 +8,12 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services, endpoints
 //	apps/v1                 deployments, replicasets
 //	policy/v1               poddisruptionbudgets
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
+//	discovery.k8s.io/v1     endpointslices
 //
 // Lookup finds a resource by group, version and plural (the URL form),
 // ByKind by GroupVersionKind. All lists them in a stable order and Groups

@@ -21,7 +21,7 @@ func testRegistry() *Registry {
 
 func mustLookup(t *testing.T, r *Registry, group, plural string) *Resource {
 	t.Helper()
-	gv := map[string]string{"": "v1", "apps": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1"}
+	gv := map[string]string{"": "v1", "apps": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1", "discovery.k8s.io": "v1"}
 	res, ok := r.Lookup(group, gv[group], plural)
 	if !ok {
 		t.Fatalf("no resource %s/%s", group, plural)

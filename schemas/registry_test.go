@@ -27,6 +27,8 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
 		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
+		{"", "v1", "endpoints", "Endpoints", true, []string{"ep"}, nil, nil},
+		{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
@@ -81,6 +83,7 @@ func TestRegistryOrder(t *testing.T) {
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "discovery.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
 		t.Errorf("Groups() = %v", got)
@@ -89,7 +92,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "services", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "services", "deployments", "replicasets", "poddisruptionbudgets", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -203,6 +204,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		}
 	}
 	cp.Addr = ln.Addr().String()
+	if err := cp.startKubernetesService(ctx, runCtx, cfg, alloc); err != nil {
+		return nil, err
+	}
 	served := make(chan struct{})
 	cp.goRun("apiserver", func() error { return srv.Serve(runCtx, ln, func() { close(served) }) })
 	select {
@@ -212,6 +216,29 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	ready("apiserver", cp.Addr)
 	return cp, nil
+}
+
+// startKubernetesService creates the default/kubernetes Service if it is
+// missing and starts this apiserver's lease endpoint reconciler.
+func (cp *ControlPlane) startKubernetesService(ctx, runCtx context.Context, cfg Config, alloc *servicealloc.Allocator) error {
+	self, err := netip.ParseAddrPort(cp.Addr)
+	if err != nil {
+		return fmt.Errorf("controlplane: listen address %s: %w", cp.Addr, err)
+	}
+	ip, err := AdvertiseAddress(cfg.AdvertiseAddress, cp.Addr)
+	if err != nil {
+		return err
+	}
+	if err := EnsureKubernetesService(ctx, cp.Store, cp.Registry, alloc, int(self.Port())); err != nil {
+		return err
+	}
+	r := &endpointReconciler{cli: cp.Etcd, st: cp.Store, reg: cp.Registry, self: netip.AddrPortFrom(ip.Unmap(), self.Port()),
+		log: cfg.Log.With("component", "endpoint-reconciler")}
+	if err := r.start(ctx, runCtx); err != nil {
+		return err
+	}
+	cp.goRun("endpoint reconciler", func() error { return r.Run(runCtx) })
+	return nil
 }
 
 // serviceRanges parses the service ranges of cfg, defaults for empty ones.

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -449,4 +450,64 @@ func TestServiceRepair(t *testing.T) {
 	if res, err := a.Repair(ctx); err != nil || len(res.Reclaimed)+len(res.Restored)+len(res.Problems) != 0 {
 		t.Errorf("second repair: %+v %v", res, err)
 	}
+}
+
+// TestKubernetesService: the apiserver creates default/kubernetes at
+// start-up with the first address of the range, and keeps its Endpoints
+// and EndpointSlice on the live apiservers' leases: a second control plane
+// on the same etcd and log joins them, and leaves them when it stops.
+func TestKubernetesService(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 90*time.Second)
+	svc, err := env.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := netip.MustParseAddrPort(env.Addr)
+	if svc.Spec.ClusterIP != "10.96.0.1" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].Port != 443 ||
+		svc.Spec.Ports[0].TargetPort != intstr.FromInt(int(self.Port())) || svc.Labels["component"] != "apiserver" || svc.Spec.Selector != nil {
+		t.Errorf("kubernetes service %+v", svc)
+	}
+	endpointsAre := func(want ...string) {
+		t.Helper()
+		controlplanetest.Eventually(t, 30*time.Second, fmt.Sprintf("kubernetes endpoints %v", want), func() bool {
+			ep, err := env.Client.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			if err != nil || ep.Labels["endpointslice.kubernetes.io/skip-mirror"] != "true" {
+				return false
+			}
+			var got []string
+			for _, ss := range ep.Subsets {
+				for _, a := range ss.Addresses {
+					got = append(got, fmt.Sprintf("%s:%d", a.IP, ss.Ports[0].Port))
+				}
+			}
+			slices.Sort(got)
+			l, err := env.Client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+			if err != nil {
+				return false
+			}
+			var inSlices []string
+			for _, s := range l.Items {
+				for _, e := range s.Endpoints {
+					inSlices = append(inSlices, fmt.Sprintf("%s:%d", e.Addresses[0], *s.Ports[0].Port))
+				}
+			}
+			slices.Sort(inSlices)
+			return slices.Equal(got, want) && slices.Equal(inSlices, want) && len(l.Items) == len(want)
+		})
+	}
+	endpointsAre(env.Addr)
+
+	other, err := controlplane.Start(ctx, controlplane.Config{EtcdEndpoints: env.EtcdEndpoints(), NATSURL: env.NATSURL(), Listen: "127.0.0.1:0", NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpointsAre(sortedStrings(env.Addr, other.Addr)...)
+	other.Close()
+	endpointsAre(env.Addr)
+}
+
+func sortedStrings(s ...string) []string {
+	slices.Sort(s)
+	return s
 }
