@@ -206,7 +206,10 @@ func testDeployment(name string, replicas int32) *appsv1.Deployment {
 	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "c", Image: "busybox:1.36"})
 }
 
-const podsPath = "/api/v1/namespaces/default/pods"
+const (
+	podsPath     = "/api/v1/namespaces/default/pods"
+	servicesPath = "/api/v1/namespaces/default/services"
+)
 
 // invalidCase is one request the apiserver must refuse with 422 Invalid.
 type invalidCase struct {
