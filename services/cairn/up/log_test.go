@@ -62,6 +62,19 @@ func TestOpenLog(t *testing.T) {
 	if got := messages(string(b)); !slices.Equal(got, []string{"info", "info"}) {
 		t.Errorf("after two opens cairn.log has %q, want two records", got)
 	}
+
+	// A log over the limit is moved aside at the next open.
+	log, closeLog, err := openLog(dir, slog.LevelInfo, &bytes.Buffer{}, int64(len(b)-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("fresh")
+	closeLog()
+	old, _ := os.ReadFile(filepath.Join(dir, "cairn.log.1"))
+	cur, _ := os.ReadFile(filepath.Join(dir, "cairn.log"))
+	if !bytes.Equal(old, b) || !slices.Equal(messages(string(cur)), []string{"fresh"}) {
+		t.Errorf("after rotation cairn.log.1 = %q, cairn.log = %q; want the old records, then only the new one", old, cur)
+	}
 }
 
 // messages returns the msg= of each text record in s.
