@@ -342,9 +342,9 @@ func checkReplay(t *testing.T, s *scenario) {
 	sameObjects(t, "replayed", snap.objs, got.snaps[0].objs)
 	// The publisher resumes after the copied log; verify once it has
 	// published whatever start-up wrote: nothing but the kubernetes
-	// Service's Endpoints and EndpointSlice, which now list the new
-	// apiserver's address.
-	const startupWrites = 2
+	// Service (its target port) and its Endpoints and EndpointSlice, which
+	// now point at the new apiserver's address.
+	const startupWrites = 3
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		r, err := publish.Verify(ctx, cp.Etcd, cp.JS)
 		if err != nil {

@@ -70,8 +70,9 @@ func EnsureKubernetesService(ctx context.Context, st *storage.Store, reg *schema
 		return errors.New("controlplane: services not registered")
 	}
 	key := storage.Key("", "services", metav1.NamespaceDefault, kubernetesService)
-	if _, err := st.Get(ctx, key); err == nil {
-		return nil
+	ports := []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(port)}}
+	if kv, err := st.Get(ctx, key); err == nil {
+		return updateKubernetesPorts(ctx, st, res, kv, ports)
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("controlplane: kubernetes service: %w", err)
 	}
@@ -79,7 +80,7 @@ func EnsureKubernetesService(ctx context.Context, st *storage.Store, reg *schema
 		ObjectMeta: metav1.ObjectMeta{Name: kubernetesService, Namespace: metav1.NamespaceDefault,
 			Labels: map[string]string{"provider": "kubernetes", "component": "apiserver"}},
 		Spec: corev1.ServiceSpec{
-			Ports:     []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt(port)}},
+			Ports:     ports,
 			ClusterIP: alloc.IPs.At(0).String(),
 			Type:      corev1.ServiceTypeClusterIP,
 		},
@@ -112,6 +113,29 @@ func EnsureKubernetesService(ctx context.Context, st *storage.Store, reg *schema
 		return fmt.Errorf("controlplane: kubernetes service: %s is held by another service", svc.Spec.ClusterIP)
 	}
 	return fmt.Errorf("controlplane: kubernetes service: %w", err)
+}
+
+// updateKubernetesPorts gives a stored kubernetes Service this apiserver's
+// ports, as kube's bootstrap controller reconciles them at start-up (an
+// apiserver restarted on another port). A concurrent write wins; the next
+// start tries again.
+func updateKubernetesPorts(ctx context.Context, st *storage.Store, res *schemas.Resource, kv storage.KV, ports []corev1.ServicePort) error {
+	svc := &corev1.Service{}
+	if err := json.Unmarshal(kv.Value, svc); err != nil {
+		return fmt.Errorf("controlplane: decode the kubernetes service: %w", err)
+	}
+	if apiequality.Semantic.DeepEqual(svc.Spec.Ports, ports) {
+		return nil
+	}
+	svc.Spec.Ports = ports
+	val, err := encodeSystem(svc, res)
+	if err != nil {
+		return err
+	}
+	if _, _, err := st.Update(ctx, kv.Key, val, kv.Revision, systemMeta("update")); err != nil && !errors.Is(err, storage.ErrConflict) {
+		return fmt.Errorf("controlplane: kubernetes service: %w", err)
+	}
+	return nil
 }
 
 func encodeSystem(obj schemas.Object, res *schemas.Resource) ([]byte, error) {

@@ -159,6 +159,27 @@ func TestService(t *testing.T) {
 		requireNothingWritten(t, env, before)
 	})
 
+	t.Run("LoadBalancer with local traffic gets a health-check node port", func(t *testing.T) {
+		lb := testService("lb")
+		lb.Spec.Type, lb.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
+		got, err := svcs.Create(ctx, lb, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		np, hc := got.Spec.Ports[0].NodePort, got.Spec.HealthCheckNodePort
+		if np < 30000 || np > 32767 || hc < 30000 || hc > 32767 || np == hc || got.Spec.AllocateLoadBalancerNodePorts == nil || !*got.Spec.AllocateLoadBalancerNodePorts {
+			t.Errorf("node port %d, health-check node port %d, allocateLoadBalancerNodePorts %v", np, hc, got.Spec.AllocateLoadBalancerNodePorts)
+		}
+		if err := svcs.Delete(ctx, "lb", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []int32{np, hc} {
+			if keys := allocKeys(t, env, servicealloc.PortKey(int(p))); len(keys) != 0 {
+				t.Errorf("node port %d still allocated after delete", p)
+			}
+		}
+	})
+
 	t.Run("update keeps allocated values and refuses a changed cluster IP", func(t *testing.T) {
 		cur, err := svcs.Get(ctx, "np2", metav1.GetOptions{})
 		if err != nil {
