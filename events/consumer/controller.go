@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
 // Request is one unit of work: reconcile the object with this key.
@@ -315,35 +316,15 @@ func OwnerKeys[T Object](kind string) func(obj T) []string {
 	}
 }
 
-// Runner is a long-running part: a *Cache, a *Controller.
-type Runner interface {
-	Run(ctx context.Context) error
-}
+// Runner is a long-running part: a *Cache, a *Controller, a *Manager
+// (supervisor.Runner: Run blocks until ctx is done and returns after every
+// goroutine it started).
+type Runner = supervisor.Runner
 
 // RunnerFunc adapts a function to Runner.
-type RunnerFunc func(ctx context.Context) error
-
-// Run calls f.
-func (f RunnerFunc) Run(ctx context.Context) error { return f(ctx) }
+type RunnerFunc = supervisor.RunnerFunc
 
 // RunAll runs every runner until ctx ends or one of them fails; then it
-// cancels the others, waits for all of them, and returns the first error.
-func RunAll(ctx context.Context, runners ...Runner) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for _, r := range runners {
-		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				once.Do(func() { first = err })
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
+// cancels the others, waits for all of them, and returns the first error
+// (supervisor.RunAll).
+func RunAll(ctx context.Context, runners ...Runner) error { return supervisor.RunAll(ctx, runners...) }

@@ -208,6 +208,6 @@ func (m *Manager) addCacheLocked(e *managedCache) {
 	m.caches[e.key] = e
 	m.order = append(m.order, e)
 	if m.group != nil {
-		m.group.goRun("cache "+e.key.gvr.String(), e.c)
+		m.group.Go("cache "+e.key.gvr.String(), e.c)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer/shard"
+	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
 // ErrNotReady is returned by Manager.Ready while a cache has not synced or
@@ -88,7 +89,7 @@ type Manager struct {
 	shared  map[string]any
 	pending map[string]int
 	acquire []func(partition int)
-	group   *group // non-nil once Run started
+	group   *supervisor.Group // non-nil once Run started
 	ran     bool
 }
 
@@ -211,7 +212,7 @@ func (m *Manager) Add(name string, r Runner) {
 	defer m.mu.Unlock()
 	m.parts = append(m.parts, namedRunner{name, r})
 	if m.group != nil {
-		m.group.goRun(name, r)
+		m.group.Go(name, r)
 	}
 }
 
@@ -294,7 +295,7 @@ func (m *Manager) AddController(c *Controller) {
 	defer m.mu.Unlock()
 	m.ctrls = append(m.ctrls, c)
 	if m.group != nil {
-		m.group.goRun(c.cfg.Name, c)
+		m.group.Go(c.cfg.Name, c)
 	}
 }
 
@@ -320,19 +321,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("consumer: manager: %w", ErrRunning)
 	}
 	m.ran = true
-	g := newGroup(ctx)
+	g := supervisor.NewGroup(ctx)
 	m.group = g
 	for _, c := range m.order {
-		g.goRun("cache "+c.c.Resource().String(), c.c)
+		g.Go("cache "+c.c.Resource().String(), c.c)
 	}
 	for _, c := range m.ctrls {
-		g.goRun(c.cfg.Name, c)
+		g.Go(c.cfg.Name, c)
 	}
 	for _, p := range m.parts {
-		g.goRun(p.name, p.r)
+		g.Go(p.name, p.r)
 	}
 	m.mu.Unlock()
-	return g.wait()
+	return g.Wait()
 }
 
 // Ready reports whether the manager is running and every cache registered
@@ -414,53 +415,3 @@ func (m *Manager) onAcquire(p int) {
 	}
 }
 
-// group runs runners until its ctx ends or one fails, as RunAll does, and
-// takes more while it runs.
-type group struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	stopping bool
-	first    error
-}
-
-func newGroup(ctx context.Context) *group {
-	g := &group{}
-	g.ctx, g.cancel = context.WithCancel(ctx)
-	return g
-}
-
-// goRun starts r unless the group is stopping.
-func (g *group) goRun(name string, r Runner) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopping {
-		return
-	}
-	g.wg.Go(func() {
-		err := r.Run(g.ctx)
-		if err == nil || (g.ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-			return
-		}
-		g.mu.Lock()
-		if g.first == nil {
-			g.first = fmt.Errorf("%s: %w", name, err)
-		}
-		g.mu.Unlock()
-		g.cancel()
-	})
-}
-
-// wait returns, once ctx ended or a runner failed and every runner
-// returned, the first error.
-func (g *group) wait() error {
-	<-g.ctx.Done()
-	g.mu.Lock()
-	g.stopping = true
-	g.mu.Unlock()
-	g.wg.Wait()
-	g.cancel()
-	return g.first
-}
