@@ -414,4 +414,3 @@ func (m *Manager) onAcquire(p int) {
 		f(p)
 	}
 }
-
