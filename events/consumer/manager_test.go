@@ -368,3 +368,88 @@ func TestSubjectPartitions(t *testing.T) {
 		t.Errorf("nothing leased: %v, want an empty set (only pods without a controller)", got)
 	}
 }
+
+// TestManagerSharded: two sharded managers split the keys of a controller
+// (every key is held by exactly one); when one stops, the other takes its
+// partitions over, catches up and resyncs every key with its marker
+// write's event as the cause.
+func TestManagerSharded(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := testCtx(t, 2*time.Minute)
+	mkNamespace(t, env, "sh")
+	for i := range 20 {
+		mustCreate(t, env, cm("sh", fmt.Sprintf("k-%d", i), nil))
+	}
+	type replica struct {
+		m     *Manager
+		stop  context.CancelFunc
+		mu    sync.Mutex
+		cause map[string]string // key -> event id of its last reconcile
+	}
+	start := func(id string) *replica {
+		m, err := NewManager(ManagerOptions{RestConfig: env.Config, JS: env.JS,
+			Shard: &ShardOptions{Group: "test", Identity: id, Partitions: 4, LeaseTTL: 2 * time.Second, Marker: "test-"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{m: m, cause: map[string]string{}}
+		cache, err := CacheFor[*corev1.ConfigMap](m, configmaps, InNamespace("sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl, err := m.NewController(ControllerConfig{Name: "test", WaitFor: []Syncer{cache},
+			Reconciler: ReconcilerFunc(func(ctx context.Context, req Request) (Result, error) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.cause[req.Key] = req.Cause.EventID
+				return Result{}, nil
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		For(cache, ctrl, nil)
+		r.stop = run(t, m)
+		return r
+	}
+	a, b := start("a"), start("b")
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("sh/k-%d", i)
+	}
+	owners := func(key string) int {
+		n := 0
+		for _, r := range []*replica{a, b} {
+			if r.m.Owns()(key) {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, time.Minute, "the partitions to be split", func() bool {
+		return len(a.m.Sharder().Held())+len(b.m.Sharder().Held()) == 4 && len(a.m.Sharder().Held()) > 0 && len(b.m.Sharder().Held()) > 0
+	})
+	for _, k := range keys {
+		if n := owners(k); n != 1 {
+			t.Errorf("%s is held by %d replicas", k, n)
+		}
+	}
+	b.stop()
+	eventually(t, time.Minute, "a to hold every partition", func() bool { return len(a.m.Sharder().Held()) == 4 })
+	eventually(t, 30*time.Second, "a to resync every key with its takeover's cause", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, k := range keys {
+			if a.cause[k] == "" {
+				return false
+			}
+		}
+		return true
+	})
+	l, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "test-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("a's marker lease: %v", err)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "a" {
+		t.Errorf("marker lease held by %v", l.Spec.HolderIdentity)
+	}
+}
