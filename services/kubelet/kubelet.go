@@ -228,7 +228,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet: RootDir is required with runtime %s: %w", info.Name, ErrConfig)
 	}
 	if !info.Simulated {
-		if k.events, err = newRecorder(&k.cfg, k.log); err != nil {
+		if k.events, err = k.newRecorder(); err != nil {
 			return err
 		}
 		k.eventf(ctx, k.nodeRef(), corev1.EventTypeNormal, ReasonStarting, "Starting kubelet.")
@@ -244,17 +244,14 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return err
 	}
 	runners := []consumer.Runner{
-		runner(k.leaseLoop),
-		runner(k.nodeStatusLoop),
-		runner(k.relistLoop),
-		runner(k.workers.run),
-		runner(k.probes.run),
+		consumer.RunnerFunc(k.leaseLoop),
+		consumer.RunnerFunc(k.nodeStatusLoop),
+		consumer.RunnerFunc(k.relistLoop),
+		consumer.RunnerFunc(k.workers.run),
+		consumer.RunnerFunc(k.probes.run),
 	}
 	if k.listener != nil {
-		runners = append(runners, runner(k.serve))
-	}
-	if k.events != nil {
-		runners = append(runners, k.events)
+		runners = append(runners, consumer.RunnerFunc(k.serve))
 	}
 	if k.own {
 		runners = append(runners, k.m)
@@ -280,10 +277,6 @@ func (k *Kubelet) Pods() *consumer.Cache[*corev1.Pod] { return k.pods }
 // Port is the HTTPS server's port, 0 when there is none. Valid after Run
 // started (or New when ServerListener was given).
 func (k *Kubelet) Port() int32 { return k.port }
-
-type runner func(ctx context.Context) error
-
-func (r runner) Run(ctx context.Context) error { return r(ctx) }
 
 // machineIP is the first non-loopback IPv4 address, or 127.0.0.1.
 func machineIP() string {
