@@ -369,10 +369,14 @@ func (m *Manager) Ready() error {
 func (m *Manager) WaitForSync(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for m.Ready() != nil {
+	for {
+		err := m.Ready()
+		if err == nil {
+			break
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("consumer: wait for sync: %w (%w)", ctx.Err(), m.Ready())
+			return fmt.Errorf("consumer: wait for sync: %w (%w)", ctx.Err(), err)
 		case <-t.C:
 		}
 	}
