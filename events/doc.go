@@ -1,8 +1,12 @@
-// Package events is cairn's log: the envelope of an event, the subjects and
-// streams it is published on, the publisher that moves every committed
-// change from etcd to NATS JetStream exactly once and in commit order, the
-// compactor that keeps etcd's history behind it, and tools to read (Tail)
-// and check (Verify) the log.
+// Package events is the consumer side of cairn's log: the envelope of an
+// event, the subjects and streams it is published on, where the log ends
+// (ReadLogEnd, WaitPublished), and tools to read it (Tail, SeekRevision).
+// It links no etcd client: the etcd side (the publisher that moves every
+// committed change from etcd to NATS JetStream exactly once and in commit
+// order, the compactor, and Verify) is package events/publish, linked only
+// by the apiserver and tools. The etcd key format (RegistryKey) and the log
+// positions (Position, the Nats-Msg-Id) are here, since both sides and the
+// consumers of history share them.
 //
 // # The envelope
 //
@@ -122,41 +126,22 @@
 // chain. Write responses carry X-Cairn-Event-Id, the id of the event the
 // write produced.
 //
+// # Reading the log
+//
+// Every reader of the log goes through Reader (Read for a callback): one
+// ordered consumer on one stream, filtered on the server by subject
+// (ReadOptions.Filters), from a stream sequence (SeekRevision turns a
+// revision into one), either to the end the stream had when it was opened
+// or, with Follow, for ever. Stop deletes its consumer from the server.
+// The controllers' caches (events/consumer), the apiserver's watch hub,
+// the history projection, replay, Tail and Verify all read through it.
+//
 // # Exactly once
 //
-// A dual write (write etcd, then publish) loses events when the writer dies
-// between the two. Instead:
-//
-//  1. The apiserver makes every change in one etcd transaction that writes
-//     the object and puts its WriteMeta at MetaKey, so both carry the same
-//     revision and the event can be rebuilt from etcd alone.
-//  2. One publisher is elected (concurrency.Election on
-//     /cairn/election/publisher, session TTL 5s). As leader it reads the
-//     last message of both streams: its revision (and index within the
-//     revision) is where the log ends. It watches etcd from that revision,
-//     with previous values, and publishes each revision's events in order.
-//  3. Each publish carries Nats-Msg-Id (so a repeat within the duplicate
-//     window is dropped), the stream's expected last sequence and the
-//     expected Nats-Msg-Id of the last message (the event that must precede
-//     it on that stream). The publishes are pipelined (256 in flight): if
-//     one fails, every later one to that stream fails its checks too, so a
-//     stream never has a hole, and a message is only ever stored right
-//     after its true predecessor, even with two publishers at once. Before
-//     switching from one stream to the other the publisher waits for all
-//     acknowledgements, so the two streams together always hold a prefix of
-//     the changes in revision order.
-//  4. On any failure, or when the election session is lost, the publisher
-//     stops, waits for its in-flight acknowledgements, reads the tail of
-//     the streams again and resumes from there. A deposed leader that still
-//     publishes cannot interleave with the new one: whichever publishes
-//     second fails the checks and re-reads the tail.
-//  5. The Compactor compacts etcd only to the last published revision it saw
-//     one interval earlier (minus one, so the previous values of the next
-//     revision stay readable): the publisher can always resume, and lists
-//     and continue tokens keep one interval of history.
-//
-// Verify checks all of it against etcd, and the tests kill publisher
-// processes with SIGKILL in a loop and then require Verify to pass.
+// Package events/publish documents how the log is made: one etcd
+// transaction per change with its WriteMeta, one elected publisher, and
+// expected-last-sequence checks on every publish, so that the two streams
+// together always hold a prefix of the changes in revision order.
 //
 // # Leases
 //

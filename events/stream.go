@@ -80,58 +80,58 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 	return nil
 }
 
-// streamTail is the last message of one stream.
-type streamTail struct {
-	seq uint64   // 0 if the stream is empty
-	pos position // position of the last message
-	id  string   // Nats-Msg-Id of the last message, "" if unknown
+// StreamEnd is the last message of one stream.
+type StreamEnd struct {
+	Seq uint64   // 0 if the stream is empty
+	Pos Position // position of the last message
+	ID  string   // Nats-Msg-Id of the last message, "" if unknown
 }
 
-// logTail is where the log ends: the last message of both streams.
-type logTail struct {
-	streams map[string]streamTail
+// LogEnd is where the log ends: the last message of both streams.
+type LogEnd struct {
+	Streams map[string]StreamEnd
 }
 
-// last is the position of the newest event on either stream.
-func (t logTail) last() position {
-	var p position
-	for _, s := range t.streams {
-		if p.less(s.pos) {
-			p = s.pos
+// Last is the position of the newest event on either stream.
+func (t LogEnd) Last() Position {
+	var p Position
+	for _, s := range t.Streams {
+		if p.Less(s.Pos) {
+			p = s.Pos
 		}
 	}
 	return p
 }
 
-// readTail reads the last message of both streams.
-func readTail(ctx context.Context, js jetstream.JetStream) (logTail, error) {
-	t := logTail{streams: map[string]streamTail{}}
+// ReadLogEnd reads the last message of both streams.
+func ReadLogEnd(ctx context.Context, js jetstream.JetStream) (LogEnd, error) {
+	t := LogEnd{Streams: map[string]StreamEnd{}}
 	for _, name := range []string{Stream, LeaseStream} {
-		st, err := readStreamTail(ctx, js, name)
+		st, err := readStreamEnd(ctx, js, name)
 		if err != nil {
-			return logTail{}, err
+			return LogEnd{}, err
 		}
-		t.streams[name] = st
+		t.Streams[name] = st
 	}
 	return t, nil
 }
 
-func readStreamTail(ctx context.Context, js jetstream.JetStream, name string) (streamTail, error) {
+func readStreamEnd(ctx context.Context, js jetstream.JetStream, name string) (StreamEnd, error) {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
-		return streamTail{}, fmt.Errorf("events: stream %s: %w", name, err)
+		return StreamEnd{}, fmt.Errorf("events: stream %s: %w", name, err)
 	}
 	// On CAIRN_LEASES a newer message for the same lease removes the last
 	// one between the info and the get: read both again.
 	for attempt := 0; ; attempt++ {
 		info, err := s.Info(ctx)
 		if err != nil {
-			return streamTail{}, fmt.Errorf("events: stream %s info: %w", name, err)
+			return StreamEnd{}, fmt.Errorf("events: stream %s info: %w", name, err)
 		}
 		st := info.State
 		if st.Msgs == 0 {
 			// An empty (or purged) stream continues from LastSeq.
-			return streamTail{seq: st.LastSeq}, nil
+			return StreamEnd{Seq: st.LastSeq}, nil
 		}
 		seq := st.LastSeq
 		deleted := false
@@ -151,33 +151,33 @@ func readStreamTail(ctx context.Context, js jetstream.JetStream, name string) (s
 			continue
 		}
 		if err != nil {
-			return streamTail{}, fmt.Errorf("events: stream %s last message %d: %w", name, seq, err)
+			return StreamEnd{}, fmt.Errorf("events: stream %s last message %d: %w", name, seq, err)
 		}
-		pos, err := msgPosition(msg.Header)
+		pos, err := MsgPosition(msg.Header)
 		if err != nil {
-			return streamTail{}, fmt.Errorf("events: stream %s seq %d: %w", name, seq, err)
+			return StreamEnd{}, fmt.Errorf("events: stream %s seq %d: %w", name, seq, err)
 		}
-		t := streamTail{seq: st.LastSeq, pos: pos}
+		t := StreamEnd{Seq: st.LastSeq, Pos: pos}
 		if !deleted {
-			t.id = msg.Header.Get(nats.MsgIdHdr)
+			t.ID = msg.Header.Get(nats.MsgIdHdr)
 		}
 		return t, nil
 	}
 }
 
-// msgPosition reads the position of a stored event from its headers.
-func msgPosition(h nats.Header) (position, error) {
+// MsgPosition reads the position of a stored event from its headers.
+func MsgPosition(h nats.Header) (Position, error) {
 	if id := h.Get(nats.MsgIdHdr); id != "" {
-		return parseMsgID(id)
+		return ParseMsgID(id)
 	}
 	rev, err := ParseRevision(h.Get(MsgHeaderRevision))
 	if err != nil {
-		return position{}, err
+		return Position{}, err
 	}
 	if rev == 0 {
-		return position{}, errors.New("events: message without revision")
+		return Position{}, errors.New("events: message without revision")
 	}
-	return position{rev: rev}, nil
+	return Position{Rev: rev}, nil
 }
 
 // LastPublishedRevision is the revision of the newest event on the log (the
@@ -186,11 +186,11 @@ func msgPosition(h nats.Header) (position, error) {
 // transaction that changed several objects was cut short (see "Exactly once"
 // in the package documentation).
 func LastPublishedRevision(ctx context.Context, js jetstream.JetStream) (Revision, error) {
-	t, err := readTail(ctx, js)
+	t, err := ReadLogEnd(ctx, js)
 	if err != nil {
 		return 0, err
 	}
-	return t.last().rev, nil
+	return t.Last().Rev, nil
 }
 
 // WaitPublished returns once every committed change up to rev is on the log.

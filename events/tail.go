@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cairn-dev/cairn/schemas/codec"
 )
 
 // TailOptions selects the events Tail delivers. Empty fields match
@@ -53,56 +51,28 @@ func (o TailOptions) subject() (stream, filter string) {
 // coordination.k8s.io leases.
 func Tail(ctx context.Context, js jetstream.JetStream, opts TailOptions, fn func(*Event) error) error {
 	stream, filter := opts.subject()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return fmt.Errorf("events: tail %s: %w", stream, err)
-	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	ro := ReadOptions{Stream: stream, Filters: []string{filter}, Follow: opts.Follow}
 	if opts.FromRevision > 0 {
 		seq, err := SeekRevision(ctx, js, stream, opts.FromRevision)
 		if err != nil {
 			return fmt.Errorf("events: tail: %w", err)
 		}
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = seq
+		ro.FromSeq = seq
 	}
-	cons, err := s.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("events: tail %s: %w", stream, err)
-	}
-	if ci := cons.CachedInfo(); !opts.Follow && ci != nil && ci.NumPending == 0 {
-		return nil
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("events: tail %s: %w", stream, err)
-	}
-	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil && opts.Follow {
-				return nil
-			}
-			return fmt.Errorf("events: tail %s: %w", stream, err)
-		}
-		md, err := msg.Metadata()
+	err := Read(ctx, js, ro, func(m *Msg) error {
+		ev, err := m.Event()
 		if err != nil {
 			return fmt.Errorf("events: tail %s: %w", stream, err)
-		}
-		var ev Event
-		if err := codec.Unmarshal(msg.Data(), &ev); err != nil {
-			return fmt.Errorf("events: tail %s seq %d: %w", stream, md.Sequence.Stream, err)
 		}
 		if opts.Kind == "" || strings.EqualFold(ev.Kind, opts.Kind) {
-			if err := fn(&ev); err != nil {
-				return err
-			}
+			return fn(ev)
 		}
-		if !opts.Follow && md.NumPending == 0 {
-			return nil
-		}
+		return nil
+	})
+	if err != nil && opts.Follow && ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // FormatLine renders an event as one line:

@@ -181,49 +181,37 @@ func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Re
 // moving c.resume along.
 func (c *Cache[T]) tail(ctx context.Context) error {
 	js := c.cfg.JS
-	s, err := js.Stream(ctx, c.stream)
-	if err != nil {
-		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
-	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: c.following.filters(c.filter)}
+	ro := events.ReadOptions{Stream: c.stream, Filters: c.following.filters(c.filter), Follow: true}
 	seq, err := events.SeekRevision(ctx, js, c.stream, c.resume)
 	switch {
 	case err == nil:
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = seq
+		ro.FromSeq = seq
 	case errors.Is(err, events.ErrTooOld) && c.stream == events.LeaseStream:
 		// The lease stream keeps the latest event of every lease: what it
 		// dropped was superseded by what it keeps, so reading all of it
 		// (older events are skipped) loses nothing.
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	default:
 		return fmt.Errorf("consumer: tail: %w", err)
 	}
-	c.seq.Store(max(cfg.OptStartSeq, 1) - 1)
-	c.followed.Store(&followState{gen: c.followingGen, filters: cfg.FilterSubjects})
-	cons, err := s.OrderedConsumer(ctx, cfg)
+	c.seq.Store(max(ro.FromSeq, 1) - 1)
+	c.followed.Store(&followState{gen: c.followingGen, filters: ro.Filters})
+	r, err := events.NewReader(ctx, js, ro)
 	if err != nil {
-		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+		return fmt.Errorf("consumer: tail: %w", err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
-	}
-	defer it.Stop()
+	defer r.Stop()
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		m, err := r.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("consumer: tail %s: %w", c.stream, err)
+			return fmt.Errorf("consumer: tail: %w", err)
 		}
-		ev, obj, decoded, err := c.decodeEvent(msg.Data())
+		ev, obj, decoded, err := c.decodeEvent(m.Data)
 		if err != nil {
-			c.log.Error("undecodable event", "subject", msg.Subject(), "err", err)
+			c.log.Error("undecodable event", "subject", m.Subject, "err", err)
 			continue
 		}
 		c.apply(ev, obj, decoded)
-		if md, err := msg.Metadata(); err == nil {
-			c.seq.Store(md.Sequence.Stream)
-		}
+		c.seq.Store(m.Seq)
 		// Resume at this revision, not after it: a transaction that changed
 		// several objects has several events with one revision.
 		c.resume = ev.Revision

@@ -12,14 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/projections/history/audit"
-	"github.com/cairn-dev/cairn/projections/history/historytest"
 	"github.com/cairn-dev/cairn/projections/history/latency"
 	"github.com/cairn-dev/cairn/projections/history/replay"
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/projections/history/timeline"
 	"github.com/cairn-dev/cairn/projections/history/travel"
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/cairn/clustertest"
 	"github.com/cairn-dev/cairn/services/controlplane"
 )
 
@@ -37,7 +38,7 @@ func TestRolloutHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := historytest.StartCluster(t, lat)
+	c := clustertest.StartCluster(t, lat)
 	s := runScenario(t, c)
 	t.Run("timeline of the deployment", func(t *testing.T) { checkDeploymentTimeline(t, s) })
 	t.Run("timeline of a pod", func(t *testing.T) { checkPodTimeline(t, s) })
@@ -114,7 +115,7 @@ func checkDeploymentTimeline(t *testing.T, s *scenario) {
 		if st.LatencyMS < 0 {
 			t.Errorf("step %d: negative latency %v", i, st.LatencyMS)
 		}
-		if st.Object == 0 && st.Actor == historytest.Alice {
+		if st.Object == 0 && st.Actor == clustertest.Alice {
 			aliceClasses = append(aliceClasses, st.Class)
 		}
 	}
@@ -178,7 +179,7 @@ func checkPodSteps(t *testing.T, tl *timeline.Timeline, row int) {
 		t.Errorf("pod %s: last step %s %s, want DELETED", name, last.Type, last.What)
 	}
 	actors := map[string]string{timeline.ClassCreate: apiserver.UserControllers,
-		timeline.ClassSchedule: apiserver.UserScheduler, timeline.ClassStart: historytest.Kubelet}
+		timeline.ClassSchedule: apiserver.UserScheduler, timeline.ClassStart: clustertest.Kubelet}
 	for class, actor := range actors {
 		if got := byClass[class].Actor; got != actor {
 			t.Errorf("pod %s: %s by %q, want %q", name, class, got, actor)
@@ -210,7 +211,7 @@ func checkPodTimeline(t *testing.T, s *scenario) {
 		t.Fatal("pod timeline has no origin")
 	}
 	o := tl.Steps[tl.Origin]
-	if o.Actor != historytest.Alice || tl.Objects[o.Object].Kind != "Deployment" || o.Class != timeline.ClassCreate {
+	if o.Actor != clustertest.Alice || tl.Objects[o.Object].Kind != "Deployment" || o.Class != timeline.ClassCreate {
 		t.Errorf("origin %+v (%s), want alice's creation of the deployment", o, tl.Objects[o.Object].Kind)
 	}
 	kinds := map[string]bool{}
@@ -227,7 +228,7 @@ func checkAudit(t *testing.T, s *scenario) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	err := events.Tail(ctx, s.c.CP.JS, events.TailOptions{}, func(e *events.Event) error {
-		if e.Actor.User == historytest.Alice {
+		if e.Actor.User == clustertest.Alice {
 			logged = append(logged, e.Revision)
 		}
 		return nil
@@ -237,7 +238,7 @@ func checkAudit(t *testing.T, s *scenario) {
 	}
 	var res, updates *audit.Result
 	err = s.c.Store.View(func(tx *store.Tx) (err error) {
-		if res, err = audit.Run(tx, audit.Query{User: historytest.Alice}); err != nil {
+		if res, err = audit.Run(tx, audit.Query{User: clustertest.Alice}); err != nil {
 			return err
 		}
 		updates, err = audit.Run(tx, audit.Query{Verb: "update", Kind: "Deployment", Namespace: "default"})
@@ -263,7 +264,7 @@ func checkAudit(t *testing.T, s *scenario) {
 	}
 	var aliceUpdates int
 	for _, e := range updates.Entries {
-		if e.User == historytest.Alice {
+		if e.User == clustertest.Alice {
 			aliceUpdates++
 		}
 	}
@@ -330,19 +331,19 @@ func checkReplay(t *testing.T, s *scenario) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Config{DataDir: dir, Listener: ln, NoFsync: true,
-		Authenticator: apiserver.TokenAuthenticator{historytest.AliceToken: {User: historytest.Alice, Groups: []string{apiserver.GroupMasters}}}})
+		Authenticator: apiserver.TokenAuthenticator{clustertest.AliceToken: {User: clustertest.Alice, Groups: []string{apiserver.GroupMasters}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cp.Close()
-	got := &scenario{c: &historytest.Cluster{CP: cp, URL: "http://" + cp.Addr}}
-	got.c.Alice = must(kubernetesFor(got.c.Config(historytest.AliceToken)))(t)
+	got := &scenario{c: &clustertest.Cluster{CP: cp, URL: "http://" + cp.Addr}}
+	got.c.Alice = must(kubernetesFor(got.c.Config(clustertest.AliceToken)))(t)
 	got.snapshot(t, "replayed")
 	sameObjects(t, "replayed", snap.objs, got.snaps[0].objs)
 	// The publisher resumes after the copied log; verify once it has
 	// published whatever start-up wrote.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		r, err := events.Verify(ctx, cp.Etcd, cp.JS)
+		r, err := publish.Verify(ctx, cp.Etcd, cp.JS)
 		if err != nil {
 			t.Fatal(err)
 		}

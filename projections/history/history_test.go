@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/projections/history/historytest"
 	"github.com/cairn-dev/cairn/projections/history/store"
+	"github.com/cairn-dev/cairn/services/cairn/clustertest"
 )
 
 // waitTimeout bounds each wait for the controllers: generous, for a loaded
@@ -24,7 +24,7 @@ const waitTimeout = 90 * time.Second
 
 // scenario is what the rollout did, for the checks.
 type scenario struct {
-	c *historytest.Cluster
+	c *clustertest.Cluster
 	// writes are the revisions of alice's writes, in order, with the verb.
 	writes []write
 	// snaps are API snapshots taken after each step, by revision.
@@ -47,11 +47,11 @@ type snapshot struct {
 // runScenario creates a 5-replica Deployment, scales it to 3, changes its
 // image, rolls back and deletes it, as alice, waiting for the controllers
 // after each step; then waits until the projection holds the whole log.
-func runScenario(t *testing.T, c *historytest.Cluster) *scenario {
+func runScenario(t *testing.T, c *clustertest.Cluster) *scenario {
 	s := &scenario{c: c}
 	ctx := t.Context()
 	dc := c.Alice.AppsV1().Deployments("default")
-	d, err := dc.Create(ctx, historytest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{})
+	d, err := dc.Create(ctx, clustertest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

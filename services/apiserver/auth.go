@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // User is an authenticated identity.

@@ -9,7 +9,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
@@ -42,18 +42,14 @@ type nodeLedger struct {
 	valid bool // room and alloc are as etcd held them at some revision
 	room  nodeRoom
 	alloc storage.Allocation
-	total schemas.Requests // alloc.Total()
+	total fit.Resources // alloc.Total()
 }
 
 // nodeRoom is what the overcommit check needs of a Node.
 type nodeRoom struct {
 	// rev is the Node's ModRevision; 0: there is no such node.
-	rev events.Revision
-	// maxPods is allocatable pods, -1 when the node does not say.
-	maxPods int64
-	have    schemas.Requests
-	// hasCPU, hasMem, hasEph: the resource is in allocatable.
-	hasCPU, hasMem, hasEph bool
+	rev   events.Revision
+	alloc fit.Allocatable
 }
 
 // entry returns the cache entry of node, creating it if needed.
@@ -116,15 +112,7 @@ func roomOf(kv storage.KV) (nodeRoom, error) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(kv.Value, &n); err != nil {
 		return nodeRoom{}, fmt.Errorf("apiserver: decode %s: %w", kv.Key, err)
 	}
-	alloc := n.Status.Allocatable
-	r := nodeRoom{rev: kv.Revision, maxPods: -1, have: schemas.ResourceRequests(alloc)}
-	if q, ok := alloc[corev1.ResourcePods]; ok {
-		r.maxPods = q.Value()
-	}
-	_, r.hasCPU = alloc[corev1.ResourceCPU]
-	_, r.hasMem = alloc[corev1.ResourceMemory]
-	_, r.hasEph = alloc[corev1.ResourceEphemeralStorage]
-	return r, nil
+	return nodeRoom{rev: kv.Revision, alloc: fit.NodeAllocatable(n.Status.Allocatable)}, nil
 }
 
 // bindings is the Server's binding cache.

@@ -2,16 +2,14 @@ package apiserver
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
@@ -27,11 +25,9 @@ import (
 // re-checks against the state its failed transaction returned. What a
 // binding checks against comes from the binding cache (bindcache.go):
 // the compares, not the cache, make the check exact.
-// A binding that does not fit is refused with 409 Conflict, and the
-// scheduler puts the pod back in its queue.
-
-// errOvercommit prefixes the message of a refused binding.
-const errOvercommit = "binding rejected: node"
+// The check is the scheduler's own rule, fit.Fits. A binding that does not
+// fit is refused with 409 Conflict carrying fit.CauseOvercommitted causes
+// (fit.Overcommitted), and the scheduler puts the pod back in its queue.
 
 // maxBindAttempts bounds the transactions commitBinding tries while only
 // the node or its ledger changes under it; past it, or when the pod itself
@@ -50,7 +46,7 @@ func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val [
 		return 0, err
 	}
 	defer e.release()
-	want := schemas.PodRequests(pod)
+	want := fit.PodRequests(pod, fit.Options{})
 	read := func() error {
 		st, err := s.store.ReadNodeState(ctx, nodeName)
 		if err != nil {
@@ -67,7 +63,7 @@ func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val [
 			}
 			fresh = true
 		}
-		if msg := e.overcommit(want); msg != "" {
+		if e.overcommit(want) != nil {
 			// Refuse only on what etcd holds now, and only after
 			// pruning: the ledger may hold pods that are gone or
 			// finished.
@@ -76,15 +72,14 @@ func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val [
 					return 0, err
 				}
 			}
-			if msg := e.overcommit(want); msg != "" {
+			if e.overcommit(want) != nil {
 				err := s.pruneAllocation(q, &e.alloc)
 				e.total = e.alloc.Total()
 				if err != nil {
 					return 0, err
 				}
-				if msg := e.overcommit(want); msg != "" {
-					return 0, apierrors.NewConflict(q.res.GroupResource(), pod.Name,
-						fmt.Errorf("%s %s: %s", errOvercommit, nodeName, msg))
+				if lacks := e.overcommit(want); lacks != nil {
+					return 0, fit.Overcommitted(q.res.GroupResource(), pod.Name, nodeName, lacks)
 				}
 			}
 		}
@@ -95,8 +90,7 @@ func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val [
 		if err == nil {
 			e.alloc.Revision = rev
 			if replaced {
-				e.total = e.total.Add(schemas.Requests{MilliCPU: -prev.Requests.MilliCPU,
-					Memory: -prev.Requests.Memory, EphemeralStorage: -prev.Requests.EphemeralStorage})
+				e.total = e.total.Sub(prev.Requests)
 			}
 			e.total = e.total.Add(want)
 			e.valid = true
@@ -128,38 +122,23 @@ func (s *Server) commitBinding(q *request, kv storage.KV, pod *corev1.Pod, val [
 	}
 }
 
-// maxLedgerWithoutNode bounds the ledger of a node that does not exist, which
-// has no pod capacity to trigger pruning.
+// maxLedgerWithoutNode bounds the ledger of a node that does not exist:
+// such a node has no allocatable to check against, and a binding to it
+// is refused as "Too many pods" only past this many.
 const maxLedgerWithoutNode = 256
 
-func (e *nodeLedger) overcommit(want schemas.Requests) string {
-	return overcommit(e.room, len(e.alloc.Pods), e.total, want)
-}
-
-// overcommit says what the node lacks for a pod requesting want, given the
-// pods of its ledger and their total, in the words of the scheduler's
-// NodeResourcesFit ("Insufficient cpu"), or "" if it fits.
-func overcommit(room nodeRoom, pods int, used, want schemas.Requests) string {
-	if room.rev == 0 {
-		if pods >= maxLedgerWithoutNode {
-			return "too many pods"
+// overcommit is what the node lacks for a pod requesting want, given the
+// pods of its ledger and their total (fit.Fits); nil if the pod fits.
+func (e *nodeLedger) overcommit(want fit.Resources) []fit.Insufficient {
+	pods := len(e.alloc.Pods)
+	if e.room.rev == 0 {
+		if pods < maxLedgerWithoutNode {
+			return nil
 		}
-		return ""
+		return []fit.Insufficient{{Resource: corev1.ResourcePods, Reason: fit.ReasonTooManyPods,
+			Requested: 1, Used: int64(pods), Capacity: maxLedgerWithoutNode}}
 	}
-	var lacks []string
-	if room.maxPods >= 0 && int64(pods)+1 > room.maxPods {
-		lacks = append(lacks, "Too many pods")
-	}
-	have := room.have
-	check := func(name string, want, used, have int64, present bool) {
-		if want > 0 && (!present || used+want > have) {
-			lacks = append(lacks, fmt.Sprintf("Insufficient %s (requested %d, allocated %d of %d)", name, want, used, have))
-		}
-	}
-	check("cpu", want.MilliCPU, used.MilliCPU, have.MilliCPU, room.hasCPU)
-	check("memory", want.Memory, used.Memory, have.Memory, room.hasMem)
-	check("ephemeral-storage", want.EphemeralStorage, used.EphemeralStorage, have.EphemeralStorage, room.hasEph)
-	return strings.Join(lacks, ", ")
+	return fit.Fits(want, fit.Node{Allocatable: e.room.alloc, Requested: e.total, Pods: pods})
 }
 
 // pruneAllocation drops the ledger entries of pods that no longer hold

@@ -5,7 +5,7 @@
 // decoding (JSON, YAML, protobuf), defaulting, admission, validation, and
 // one etcd transaction per write that carries the object and its
 // events.WriteMeta (storage), from which the publisher builds the log.
-// Reads come from etcd; watches come from the log (projections/logwatch).
+// Reads come from etcd; watches come from the log (services/apiserver/watchhub).
 //
 // Admission (admission.go) is kube's built-in plugins that cairn has, then
 // Config.Admission. DefaultTolerationSeconds, on pod creates and updates,

@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
-	"github.com/cairn-dev/cairn/projections/logwatch"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 )
 
 // Config is everything the apiserver needs. Store, Registry and Hub are
@@ -44,7 +44,7 @@ type Config struct {
 	Store    *storage.Store
 	Registry *schemas.Registry
 	// Hub serves watches from the log.
-	Hub *logwatch.Hub
+	Hub *watchhub.Hub
 
 	Authenticator Authenticator
 	Authorizer    Authorizer
@@ -81,7 +81,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *storage.Store
 	reg     *schemas.Registry
-	hub     *logwatch.Hub
+	hub     *watchhub.Hub
 	mux     *http.ServeMux
 	metrics *requestMetrics
 	now     func() time.Time

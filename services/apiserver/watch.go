@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/projections/logwatch"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 )
 
 // BookmarkInterval is how often an idle watch that asked for bookmarks gets
@@ -134,7 +134,7 @@ func (s *Server) watch(q *request) {
 	if q.res.Plural == "pods" && q.res.GroupVersion.Group == "" {
 		node, _ = fs.RequiresExactMatch("spec.nodeName")
 	}
-	w, err := s.hub.Watch(q.ctx(), logwatch.Request{Group: q.res.GroupVersion.Group, Resource: q.res.Plural,
+	w, err := s.hub.Watch(q.ctx(), watchhub.Request{Group: q.res.GroupVersion.Group, Resource: q.res.Plural,
 		Namespace: ns, Name: name, Node: node, From: from})
 	if errors.Is(err, events.ErrTooOld) {
 		writeStatus(q.w, apierrors.NewResourceExpired("too old resource version: "+rvStr))
@@ -185,7 +185,7 @@ func (s *Server) watch(q *request) {
 			}
 		case ev, ok := <-w.Events():
 			if !ok {
-				if err := w.Err(); err != nil && !errors.Is(err, logwatch.ErrClosed) {
+				if err := w.Err(); err != nil && !errors.Is(err, watchhub.ErrClosed) {
 					st := statusFor(apierrors.NewResourceExpired(err.Error()))
 					b, _ := json.Marshal(&metav1.WatchEvent{Type: string(watch.Error), Object: rawJSON(&st)})
 					_, _ = q.w.Write(append(b, '\n'))

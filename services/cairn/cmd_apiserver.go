@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // runAPIServer runs the apiserver (with the log publisher and the watch hub)
@@ -25,7 +25,6 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		pkiDir    string
 		tokenFile string
 		insecure  bool
-		logLevel  string
 		electTTL  time.Duration
 	)
 	fs := newFlagSet("apiserver", stderr)
@@ -35,9 +34,9 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&pkiDir, "pki-dir", "", "directory of the cluster PKI (see cairn up); serves HTTPS with client-certificate authentication")
 	fs.StringVar(&tokenFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
-	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.logLevelFlag()
 	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver's publisher keeps the role")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if len(etcd) == 0 || natsURL == "" {
@@ -48,7 +47,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "cairn apiserver: --pki-dir is required (or --insecure-http for tests)")
 		return errUsage
 	}
-	log, err := newLogger(stderr, logLevel)
+	log, err := fs.logger(stderr)
 	if err != nil {
 		return err
 	}

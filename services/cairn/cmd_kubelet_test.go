@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // TestKubeletClientCAs: --client-ca-file wins; without it the CA of the

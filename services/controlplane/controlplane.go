@@ -20,13 +20,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	history "github.com/cairn-dev/cairn/projections/history/service"
-	"github.com/cairn-dev/cairn/projections/logwatch"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/schemas/discovery"
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/embedded"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
@@ -77,8 +78,8 @@ type ControlPlane struct {
 	NATS      *nats.Conn
 	JS        jetstream.JetStream
 	Store     *storage.Store
-	Hub       *logwatch.Hub
-	Publisher *events.Publisher
+	Hub       *watchhub.Hub
+	Publisher *publish.Publisher
 	Server    *apiserver.Server
 	Registry  *schemas.Registry
 	Metrics   *prometheus.Registry
@@ -119,13 +120,13 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("controlplane: streams: %w", err)
 	}
 	cp.group = supervisor.NewGroup(context.Background())
-	cp.Publisher = events.NewPublisher(cp.Etcd, cp.JS, events.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
+	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
 	cp.goRun("publisher", cp.Publisher.Run)
-	comp := events.NewCompactor(cp.Etcd, cp.JS, events.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
+	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
 	cp.goRun("compactor", comp.Run)
 	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
 
-	cp.Hub = logwatch.NewHub(cp.JS, logwatch.Config{}, cfg.Log.With("component", "hub"))
+	cp.Hub = watchhub.NewHub(cp.JS, watchhub.Config{}, cfg.Log.With("component", "hub"))
 	cp.goRun("hub", cp.Hub.Run)
 
 	cp.Registry = schemas.NewRegistry()

@@ -51,7 +51,7 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	// matters itself.
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// cairn compacts itself, never past the last published revision; see
-	// events.Compactor.
+	// publish.Compactor.
 	ec.AutoCompactionRetention = "0"
 	ec.MaxRequestBytes = MaxRequestBytes
 	ec.QuotaBackendBytes = 8 << 30

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // groupMasters may use every endpoint of the kubelet's API (the

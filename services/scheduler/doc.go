@@ -43,7 +43,8 @@
 // pod (optimistic, shared-state scheduling as in Omega): the apiserver
 // settles races with 409 Conflict. A conflict because the pod is already
 // bound or gone ends the attempt; a binding refused because it would
-// overcommit the node ("binding rejected: node ...") means this replica's
+// overcommit the node (a 409 with a fit.CauseOvercommitted cause, told
+// apart by fit.IsOvercommitted, never by its message) means this replica's
 // view is stale: it waits until its pod cache has read the log up to now
 // and retries the pod at once. With Config.Sharded, replicas split the
 // pods instead (events/consumer/shard leases), and each schedules only its

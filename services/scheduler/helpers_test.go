@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
-	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -112,9 +112,9 @@ func podEvents(t testing.TB, env *controlplanetest.Env) []*events.Event {
 // it does not know. It also counts each pod's bindings (transitions from
 // unbound to bound) and notes the revision of each.
 type overcommitChecker struct {
-	alloc    map[string]fw.Resource
+	alloc    map[string]fit.Allocatable
 	pods     map[string]podOnNode
-	sums     map[string]fw.Resource
+	sums     map[string]fit.Resources
 	counts   map[string]int
 	node     map[string]string
 	bindings map[string]int
@@ -124,14 +124,14 @@ type overcommitChecker struct {
 
 type podOnNode struct {
 	node string
-	req  fw.Resource
+	req  fit.Resources
 }
 
 func newOvercommitChecker(nodes []*corev1.Node) *overcommitChecker {
-	c := &overcommitChecker{alloc: map[string]fw.Resource{}, pods: map[string]podOnNode{}, sums: map[string]fw.Resource{}, counts: map[string]int{},
+	c := &overcommitChecker{alloc: map[string]fit.Allocatable{}, pods: map[string]podOnNode{}, sums: map[string]fit.Resources{}, counts: map[string]int{},
 		node: map[string]string{}, bindings: map[string]int{}, boundAt: map[string]events.Revision{}}
 	for _, n := range nodes {
-		c.alloc[n.Name] = fw.NewResource(n.Status.Allocatable)
+		c.alloc[n.Name] = fit.NodeAllocatable(n.Status.Allocatable)
 	}
 	return c
 }
@@ -152,20 +152,17 @@ func (c *overcommitChecker) apply(ev *events.Event) error {
 		c.node[key] = pod.Spec.NodeName
 	}
 	if old, ok := c.pods[key]; ok {
-		s := c.sums[old.node]
-		s.Minus(old.req)
-		c.sums[old.node] = s
+		c.sums[old.node] = c.sums[old.node].Sub(old.req)
 		c.counts[old.node]--
 		delete(c.pods, key)
 	}
 	if ev.Type == events.Deleted || !counts(&pod) {
 		return nil
 	}
-	req, _ := fw.PodRequests(&pod)
+	req := fit.PodRequests(&pod, fit.Options{})
 	node := pod.Spec.NodeName
 	c.pods[key] = podOnNode{node: node, req: req}
-	s := c.sums[node]
-	s.Plus(req)
+	s := c.sums[node].Add(req)
 	c.sums[node] = s
 	c.counts[node]++
 	a, known := c.alloc[node]
@@ -173,9 +170,9 @@ func (c *overcommitChecker) apply(ev *events.Event) error {
 		c.errs = append(c.errs, fmt.Sprintf("revision %d: %s bound to unknown node %s", ev.Revision, key, node))
 		return nil
 	}
-	if s.MilliCPU > a.MilliCPU || s.Memory > a.Memory || s.EphemeralStorage > a.EphemeralStorage || c.counts[node] > a.AllowedPodNumber {
+	if s.MilliCPU > a.MilliCPU || s.Memory > a.Memory || s.EphemeralStorage > a.EphemeralStorage || int64(c.counts[node]) > a.Pods {
 		c.errs = append(c.errs, fmt.Sprintf("revision %d: node %s overcommitted by %s: %d/%dm cpu, %d/%d memory, %d/%d pods",
-			ev.Revision, node, key, s.MilliCPU, a.MilliCPU, s.Memory, a.Memory, c.counts[node], a.AllowedPodNumber))
+			ev.Revision, node, key, s.MilliCPU, a.MilliCPU, s.Memory, a.Memory, c.counts[node], a.Pods))
 	}
 	return nil
 }

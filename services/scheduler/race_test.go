@@ -155,8 +155,9 @@ func TestShardedBindsOnce(t *testing.T) {
 // node every pod prefers, at the same moment (their bindings are held
 // until each has decided about half its pods), so together they give it
 // twice what it holds. The apiserver refuses the bindings that do not fit
-// (409, "binding rejected: node ..."); the replicas requeue those pods and
-// bind them elsewhere; no revision of the log has the node overcommitted.
+// (409 with a fit.CauseOvercommitted cause); the replicas requeue those
+// pods and bind them elsewhere; no revision of the log has the node
+// overcommitted.
 func TestOvercommitRace(t *testing.T) {
 	env := controlplanetest.Start(t)
 	fast := newNode("fast", "1", "8Gi", 110) // 10 pods of 100m

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
 	"github.com/cairn-dev/cairn/services/scheduler/preemption"
 	"github.com/cairn-dev/cairn/services/scheduler/queue"
 )
-
-// OvercommitPrefix starts the message of the 409 Conflict the apiserver
-// returns for a binding that would overcommit the node.
-const OvercommitPrefix = "binding rejected: node"
 
 // counters count what the replica did.
 type counters struct {
@@ -187,7 +183,7 @@ func (s *Scheduler) bind(ctx context.Context, qp *queue.QueuedPod, pod *corev1.P
 		s.stats.scheduled.Add(1)
 		s.done(key)
 		s.recorder.scheduled(cctx, pod, node)
-	case apierrors.IsConflict(err) && strings.Contains(err.Error(), OvercommitPrefix):
+	case fit.IsOvercommitted(err):
 		s.stats.overcommits.Add(1)
 		s.cache.forget(key)
 		if werr := s.pods.WaitForLog(ctx); werr != nil {

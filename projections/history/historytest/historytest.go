@@ -3,10 +3,7 @@
 // stream the way the publisher does (subject, Nats-Msg-Id, Cairn-Revision
 // and Cairn-Type headers), without an apiserver. Gen makes the events,
 // StartLog starts a log for them, Fill ingests them into a store.
-//
-// StartCluster runs a whole control plane instead, with the controllers,
-// a stand-in scheduler and kubelet and a running projection; Deployment
-// serves tests that drive one (cairntest.SetRunning sets a pod running).
+// (services/cairn/clustertest runs a whole control plane instead.)
 package historytest
 
 import (

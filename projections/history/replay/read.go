@@ -3,7 +3,9 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 
@@ -39,18 +41,18 @@ type srcMsg struct {
 }
 
 // decode decodes a message and prepares its etcd writes.
-func decode(m jetstream.Msg) (*srcMsg, error) {
+func decode(m *events.Msg) (*srcMsg, error) {
 	var e events.Event
-	if err := codec.Unmarshal(m.Data(), &e); err != nil {
+	if err := codec.Unmarshal(m.Data, &e); err != nil {
 		return nil, fmt.Errorf("replay: decode event: %w", err)
 	}
 	pos := store.Pos{Rev: e.Revision}
-	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
 		if p, err := store.ParsePos(id); err == nil {
 			pos = p
 		}
 	}
-	sm := &srcMsg{pos: pos, ev: &e, msg: &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: m.Headers()},
+	sm := &srcMsg{pos: pos, ev: &e, msg: &nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header},
 		key: events.RegistryKey(e.Group, e.Resource, e.Namespace, e.Name), del: e.Type == events.Deleted}
 	if !sm.del {
 		val, err := StripResourceVersion(e.Object, e.Revision)
@@ -72,7 +74,7 @@ func decode(m jetstream.Msg) (*srcMsg, error) {
 // batch is a run of consecutive messages of a stream, decoded by one
 // worker.
 type batch struct {
-	raw  []jetstream.Msg
+	raw  []*events.Msg
 	msgs []*srcMsg
 	err  error
 	done chan struct{}
@@ -111,15 +113,11 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream string, fn func
 	if stream == events.Stream && info.State.FirstSeq > 1 {
 		return fmt.Errorf("replay: stream %s has lost its first %d messages: the log is not complete", stream, info.State.FirstSeq-1)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	r, err := events.NewReader(ctx, js, events.ReadOptions{Stream: stream, Buffer: fetchMessages})
 	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
+		return fmt.Errorf("replay: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(fetchMessages))
-	if err != nil {
-		return fmt.Errorf("replay: stream %s: %w", stream, err)
-	}
-	defer it.Stop()
+	defer r.Stop()
 
 	ctx, cancel := context.WithCancel(ctx)
 	workers := runtime.GOMAXPROCS(0)
@@ -143,7 +141,7 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream string, fn func
 	wg.Go(func() {
 		defer close(ordered)
 		defer close(work)
-		fetchErr = fetch(ctx, it, stream, info.State.LastSeq, work, ordered)
+		fetchErr = fetch(ctx, r, work, ordered)
 	})
 	for b := range ordered {
 		select {
@@ -163,22 +161,20 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream string, fn func
 	return fetchErr
 }
 
-// fetch reads messages up to the stream sequence last and sends them in
-// batches to the workers (work) and, in the same order, to the reader
-// (ordered).
-func fetch(ctx context.Context, it jetstream.MessagesContext, stream string, last uint64, work, ordered chan<- *batch) error {
+// fetch reads the stream's messages, up to its end as of the start, and
+// sends them in batches to the workers (work) and, in the same order, to
+// the reader (ordered).
+func fetch(ctx context.Context, r *events.Reader, work, ordered chan<- *batch) error {
 	b := &batch{done: make(chan struct{})}
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("replay: read %s: %w", stream, err)
+		m, err := r.Next(ctx)
+		end := errors.Is(err, io.EOF)
+		if err != nil && !end {
+			return fmt.Errorf("replay: %w", err)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("replay: read %s: %w", stream, err)
+		if m != nil {
+			b.raw = append(b.raw, m)
 		}
-		b.raw = append(b.raw, m)
-		end := md.Sequence.Stream >= last
 		if len(b.raw) < batchSize && !end {
 			continue
 		}
@@ -192,6 +188,6 @@ func fetch(ctx context.Context, it jetstream.MessagesContext, stream string, las
 		if end {
 			return nil
 		}
-		b = &batch{raw: make([]jetstream.Msg, 0, batchSize), done: make(chan struct{})}
+		b = &batch{raw: make([]*events.Msg, 0, batchSize), done: make(chan struct{})}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/projections/history/historytest"
 	"github.com/cairn-dev/cairn/projections/history/replay"
 	"github.com/cairn-dev/cairn/services/embedded"
@@ -69,7 +70,7 @@ func kept(evs []*events.Event) []*events.Event {
 // then serves each result the way `cairn up` does and checks that every
 // revision up to the target is where the log has it: each object's value
 // and mod revision, the write metadata of each logged revision, a pad for
-// every other, the head, and a copy of the log that events.Verify accepts.
+// every other, the head, and a copy of the log that publish.Verify accepts.
 func TestReplay(t *testing.T) {
 	evs := testLog()
 	js := historytest.StartLog(t)
@@ -217,12 +218,12 @@ func checkLog(t *testing.T, cli *clientv3.Client, natsDir string, rep *replay.Re
 	}
 	defer n.Close()
 	nc, err := n.Connect()
-	var r *events.Report
+	var r *publish.Report
 	if err == nil {
 		defer nc.Close()
 		var js jetstream.JetStream
 		if js, err = jetstream.New(nc); err == nil {
-			r, err = events.Verify(t.Context(), cli, js)
+			r, err = publish.Verify(t.Context(), cli, js)
 		}
 	}
 	if err != nil {

@@ -137,46 +137,33 @@ func (in *Ingester) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := in.js.Stream(ctx, in.cfg.Stream)
-	if err != nil {
-		return fmt.Errorf("history: stream %s: %w", in.cfg.Stream, err)
-	}
-	cfg := jetstream.OrderedConsumerConfig{}
+	ro := events.ReadOptions{Stream: in.cfg.Stream, Follow: true, Buffer: 2 * in.cfg.BatchSize}
 	if p.Seq > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = p.Seq + 1
+		ro.FromSeq = p.Seq + 1
 	}
-	cons, err := s.OrderedConsumer(ctx, cfg)
+	r, err := events.NewReader(ctx, in.js, ro)
 	if err != nil {
-		return fmt.Errorf("history: consumer: %w", err)
+		return fmt.Errorf("history: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * in.cfg.BatchSize))
-	if err != nil {
-		return fmt.Errorf("history: consume: %w", err)
-	}
-	defer it.Stop()
+	defer r.Stop()
 	in.log.Info("history: ingesting", "fromSeq", p.Seq+1, "revision", p.Rev)
 	last := p.Seq
 	var batch []*Indexed
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		m, err := r.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("history: next: %w", err)
+			return fmt.Errorf("history: %w", err)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("history: metadata: %w", err)
-		}
-		if md.Sequence.Stream <= last {
+		if m.Seq <= last {
 			continue // redelivered after a consumer reset
 		}
-		ix, err := decodeMessage(msg, md.Sequence.Stream)
+		ix, err := decodeMessage(m)
 		if err != nil {
 			return err
 		}
 		last = ix.Seq
 		batch = append(batch, ix)
-		if len(batch) >= in.cfg.BatchSize || md.NumPending == 0 {
+		if len(batch) >= in.cfg.BatchSize || m.Pending == 0 {
 			if err := in.st.write(batch, in.cfg.Observers); err != nil {
 				return err
 			}
@@ -187,18 +174,18 @@ func (in *Ingester) consume(ctx context.Context) error {
 
 // decodeMessage reads one log message. An event that cannot be decoded is
 // a defect of the log, not of the projection: it is an error.
-func decodeMessage(msg jetstream.Msg, seq uint64) (*Indexed, error) {
+func decodeMessage(m *events.Msg) (*Indexed, error) {
 	var e events.Event
-	if err := codec.Unmarshal(msg.Data(), &e); err != nil {
-		return nil, fmt.Errorf("history: seq %d: %w", seq, err)
+	if err := codec.Unmarshal(m.Data, &e); err != nil {
+		return nil, fmt.Errorf("history: seq %d: %w", m.Seq, err)
 	}
 	pos := Pos{Rev: e.Revision}
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
 		if p, err := ParsePos(id); err == nil {
 			pos = p
 		}
 	}
-	return &Indexed{Pos: pos, Seq: seq, Event: &e, raw: msg.Data()}, nil
+	return &Indexed{Pos: pos, Seq: m.Seq, Event: &e, raw: m.Data}, nil
 }
 
 // write stores a batch in one transaction and records progress.

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 	"time"
 
@@ -25,12 +25,8 @@ const posLen = 10
 // Less orders positions.
 func (p Pos) Less(q Pos) bool { return p.Rev < q.Rev || (p.Rev == q.Rev && p.Idx < q.Idx) }
 
-func (p Pos) String() string {
-	if p.Idx == 0 {
-		return p.Rev.String()
-	}
-	return p.Rev.String() + "-" + strconv.Itoa(int(p.Idx))
-}
+// String is the Nats-Msg-Id of the event at p.
+func (p Pos) String() string { return events.Position{Rev: p.Rev, Index: int(p.Idx)}.MsgID() }
 
 // bytes encodes p so that byte order is log order.
 func (p Pos) bytes() []byte {
@@ -50,22 +46,16 @@ func decodePos(b []byte) Pos {
 // MaxPos is after every position of revision rev.
 func MaxPos(rev events.Revision) Pos { return Pos{Rev: rev, Idx: ^uint16(0)} }
 
-// ParsePos parses a Nats-Msg-Id: "1234" or "1234-2".
+// ParsePos parses a Nats-Msg-Id ("1234" or "1234-2", events.ParseMsgID).
 func ParsePos(id string) (Pos, error) {
-	revs, idxs, multi := strings.Cut(id, "-")
-	rev, err := events.ParseRevision(revs)
-	if err != nil || revs == "" {
-		return Pos{}, fmt.Errorf("store: message id %q: %w", id, events.ErrBadRevision)
+	p, err := events.ParseMsgID(id)
+	if err != nil {
+		return Pos{}, fmt.Errorf("store: %w", err)
 	}
-	p := Pos{Rev: rev}
-	if multi {
-		n, err := strconv.ParseUint(idxs, 10, 16)
-		if err != nil {
-			return Pos{}, fmt.Errorf("store: message id %q: %w", id, events.ErrBadRevision)
-		}
-		p.Idx = uint16(n)
+	if p.Index > math.MaxUint16 {
+		return Pos{}, fmt.Errorf("store: message id %q: index out of range: %w", id, events.ErrBadRevision)
 	}
-	return p, nil
+	return Pos{Rev: p.Rev, Idx: uint16(p.Index)}, nil
 }
 
 // ObjKey names an object: group ("" for core), resource, namespace (""

@@ -13,13 +13,13 @@ import (
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cairn-dev/cairn/projections/history/historytest"
 	"github.com/cairn-dev/cairn/projections/history/web"
+	"github.com/cairn-dev/cairn/services/cairn/clustertest"
 )
 
 const chromium = "/usr/bin/chromium"
 
-func waitReady(t *testing.T, c *historytest.Cluster, n int32) {
+func waitReady(t *testing.T, c *clustertest.Cluster, n int32) {
 	t.Helper()
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		d, err := c.Alice.AppsV1().Deployments("default").Get(t.Context(), "web", metav1.GetOptions{})
@@ -70,8 +70,8 @@ func TestTimelinePage(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skip("chromium not installed (apt-get install -y chromium)")
 	}
-	c := historytest.StartCluster(t)
-	if _, err := c.Alice.AppsV1().Deployments("default").Create(t.Context(), historytest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{}); err != nil {
+	c := clustertest.StartCluster(t)
+	if _, err := c.Alice.AppsV1().Deployments("default").Create(t.Context(), clustertest.Deployment("web", 5, "busybox:1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, c, 5)

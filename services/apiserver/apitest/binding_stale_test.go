@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -36,6 +36,9 @@ func requireRefused(t *testing.T, err error, pod, want string) {
 	t.Helper()
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("bind %s: got %v, want 409 %q", pod, err, want)
+	}
+	if !fit.IsOvercommitted(err) {
+		t.Errorf("bind %s: got %v, want a %s cause", pod, err, fit.CauseOvercommitted)
 	}
 }
 
@@ -103,7 +106,7 @@ func TestBindingLedgerRewritten(t *testing.T) {
 	// Another writer (an older apiserver) has put x on the node too.
 	ledger := storage.Allocation{Pods: map[string]storage.AllocatedPod{}}
 	for _, name := range []string{"a", "x"} {
-		ledger.Pods[storage.Key("", "pods", "default", name)] = storage.AllocatedPod{UID: string(pods[name].UID), Requests: schemas.PodRequests(pods[name])}
+		ledger.Pods[storage.Key("", "pods", "default", name)] = storage.AllocatedPod{UID: string(pods[name].UID), Requests: fit.PodRequests(pods[name], fit.Options{})}
 	}
 	old, err := json.Marshal(ledger)
 	if err != nil {

@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -70,6 +72,9 @@ func TestBindingOvercommit(t *testing.T) {
 		if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "binding rejected: node small: "+tc.want) {
 			t.Errorf("bind %s: got %v, want 409 %q", tc.pod, err, tc.want)
 		}
+		if !fit.IsOvercommitted(err) {
+			t.Errorf("bind %s: got %v, want a %s cause", tc.pod, err, fit.CauseOvercommitted)
+		}
 	}
 	requireNothingWritten(t, env, before)
 
@@ -100,6 +105,50 @@ func TestBindingOvercommit(t *testing.T) {
 	}
 	if err := bind("f"); err != nil {
 		t.Fatalf("bind f after d finished: %v", err)
+	}
+}
+
+// TestBindingNoPodsAllocatable: a node whose allocatable lists no pods
+// takes none, as kube-scheduler counts it; the refusal carries the typed
+// cause the scheduler acts on, and a conflict that is not a refusal (the
+// pod is already bound) does not.
+func TestBindingNoPodsAllocatable(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 60*time.Second)
+	pods := env.Client.CoreV1().Pods("default")
+	nodes := env.Client.CoreV1().Nodes()
+	bare := nodeWith("bare", "1", "1Gi", "1")
+	delete(bare.Status.Allocatable, corev1.ResourcePods)
+	for _, n := range []*corev1.Node{bare, nodeWith("roomy", "1", "1Gi", "10")} {
+		if _, err := nodes.Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pods.Create(ctx, podRequesting("a", "100m", "10Mi"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(node string) error {
+		return pods.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{})
+	}
+	before := settle(t, env)
+	err := bind("bare")
+	const want = "binding rejected: node bare: Too many pods (requested 1, allocated 0 of 0)"
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), want) || !fit.IsOvercommitted(err) {
+		t.Fatalf("bind to bare: got %v, want 409 %q with a %s cause", err, want, fit.CauseOvercommitted)
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil || len(st.Status().Details.Causes) != 1 ||
+		st.Status().Details.Causes[0] != (metav1.StatusCause{Type: fit.CauseOvercommitted, Field: "target.name",
+			Message: "Too many pods (requested 1, allocated 0 of 0)"}) {
+		t.Errorf("bind to bare: causes %+v", st.Status().Details)
+	}
+	requireNothingWritten(t, env, before)
+	if err := bind("roomy"); err != nil {
+		t.Fatalf("bind to roomy: %v", err)
+	}
+	if err := bind("roomy"); !apierrors.IsConflict(err) || fit.IsOvercommitted(err) {
+		t.Errorf("second binding: got %v, want 409 without a %s cause", err, fit.CauseOvercommitted)
 	}
 }
 

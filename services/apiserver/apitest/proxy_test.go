@@ -16,10 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // TestKubeletProxy: pods/log, pods/exec, pods/attach and pods/portforward
@@ -70,6 +71,9 @@ func TestKubeletProxy(t *testing.T) {
 	host, portStr, _ := net.SplitHostPort(u.Host)
 	port, _ := strconv.Atoi(portStr)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "k1"}}
+	// A node takes only as many pods as its allocatable says (none if it
+	// does not say), as in kube.
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host}}
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
 	if _, err := env.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {

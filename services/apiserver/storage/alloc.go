@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 )
 
 // AllocPrefix holds one ledger per node: the pods bound to it through
@@ -32,13 +32,13 @@ type Allocation struct {
 
 // AllocatedPod is one entry of a ledger.
 type AllocatedPod struct {
-	UID      string           `json:"uid"`
-	Requests schemas.Requests `json:"requests"`
+	UID      string        `json:"uid"`
+	Requests fit.Resources `json:"requests"`
 }
 
 // Total is the sum of the requests in the ledger.
-func (a Allocation) Total() schemas.Requests {
-	var t schemas.Requests
+func (a Allocation) Total() fit.Resources {
+	var t fit.Resources
 	for _, p := range a.Pods {
 		t = t.Add(p.Requests)
 	}

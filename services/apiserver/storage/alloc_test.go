@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 )
 
 // TestLedgerEncoding: a ledger decodes to what was encoded, whatever its
 // keys and uids, and ledgers written as JSON by earlier versions decode.
 func TestLedgerEncoding(t *testing.T) {
-	req := schemas.Requests{MilliCPU: 250, Memory: 1 << 30, EphemeralStorage: 5}
+	req := fit.Resources{MilliCPU: 250, Memory: 1 << 30, EphemeralStorage: 5}
 	tests := []struct {
 		name string
 		pods map[string]AllocatedPod
@@ -33,7 +33,7 @@ func TestLedgerEncoding(t *testing.T) {
 		}},
 		{"a key without the pod prefix", map[string]AllocatedPod{
 			Key("", "pods", "default", "a"): {UID: "u", Requests: req},
-			"/elsewhere/x":                  {UID: "v", Requests: schemas.Requests{MilliCPU: -1}},
+			"/elsewhere/x":                  {UID: "v", Requests: fit.Resources{MilliCPU: -1}},
 		}},
 	}
 	for _, tt := range tests {
@@ -90,7 +90,7 @@ func TestBindStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Allocation{Pods: map[string]AllocatedPod{podKey: {UID: "u", Requests: schemas.Requests{MilliCPU: 1}}}}
+	a := Allocation{Pods: map[string]AllocatedPod{podKey: {UID: "u", Requests: fit.Resources{MilliCPU: 1}}}}
 	_, err = s.Bind(ctx, podKey, []byte(`{"v":2}`), podRev, "n", 0, a, meta())
 	var stale *StaleError
 	if !errors.As(err, &stale) || !errors.Is(err, ErrConflict) {

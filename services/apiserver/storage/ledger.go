@@ -6,7 +6,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 )
 
 // The encoding of a ledger. A binding rewrites the whole ledger of its node,
@@ -135,7 +135,7 @@ func DecodeAllocation(b []byte) (Allocation, error) {
 	for d.err == nil && len(d.b) > 0 {
 		key := prefix + d.string()
 		p := AllocatedPod{UID: d.uid()}
-		p.Requests = schemas.Requests{MilliCPU: d.varint(), Memory: d.varint(), EphemeralStorage: d.varint()}
+		p.Requests = fit.Resources{MilliCPU: d.varint(), Memory: d.varint(), EphemeralStorage: d.varint()}
 		a.Pods[key] = p
 	}
 	if d.err != nil {

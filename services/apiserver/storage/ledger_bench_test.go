@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/fit"
 )
 
 func benchLedger(n int) Allocation {
 	a := Allocation{Pods: map[string]AllocatedPod{}}
 	for i := range n {
 		a.Pods[Key("", "pods", "default", fmt.Sprintf("pod-%05d", i))] = AllocatedPod{
-			UID: fmt.Sprintf("0b6a1c2e-3f4d-4e5f-8a9b-%012d", i), Requests: schemas.Requests{MilliCPU: 100, Memory: 100 << 20}}
+			UID: fmt.Sprintf("0b6a1c2e-3f4d-4e5f-8a9b-%012d", i), Requests: fit.Resources{MilliCPU: 100, Memory: 100 << 20}}
 	}
 	return a
 }

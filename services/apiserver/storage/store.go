@@ -42,18 +42,11 @@ func New(cli *clientv3.Client) *Store { return &Store{cli: cli} }
 // Client is the underlying etcd client.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
-// Key builds the etcd key of an object. An empty name gives the prefix of
-// the collection (ending in "/").
+// Key builds the etcd key of an object (events.RegistryKey: the one key
+// format the store and the publisher share). An empty name gives the
+// prefix of the collection (ending in "/").
 func Key(group, resource, namespace, name string) string {
-	g := group
-	if g == "" {
-		g = "core"
-	}
-	k := events.RegistryPrefix + g + "/" + resource + "/"
-	if namespace != "" {
-		k += namespace + "/"
-	}
-	return k + name
+	return events.RegistryKey(group, resource, namespace, name)
 }
 
 func metaOp(key string, meta *events.WriteMeta) (clientv3.Op, error) {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/apiserver"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // Tokens of the users every test environment knows.

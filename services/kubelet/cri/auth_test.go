@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/kubelet"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // TestServerAuth: the kubelet's API authenticates its clients by a TLS

@@ -18,13 +18,13 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/ops/images"
-	"github.com/cairn-dev/cairn/services/apiserver/pki"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/kubelet"
 	"github.com/cairn-dev/cairn/services/kubelet/container"
 	"github.com/cairn-dev/cairn/services/kubelet/cri"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
 	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 func TestMain(m *testing.M) {

@@ -27,8 +27,9 @@
 //
 // A PodInfo is a pod with what every cycle needs computed once: its
 // priority, its requests (containers summed, sidecars added, raised to the
-// largest init container, plus overhead: kube's PodRequests) and its parsed
-// affinity terms.
+// largest init container, plus overhead: kube's PodRequests, as
+// fit.PodRequests, the rule the apiserver's binding check applies too) and
+// its parsed affinity terms.
 //
 // # A scheduling cycle
 //

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cairn-dev/cairn/schemas/fit"
 )
 
 // NodeInfo is a node and the pods the scheduler counts on it: bound pods
@@ -18,8 +20,10 @@ type NodeInfo struct {
 	Pods []*PodInfo
 
 	// Requested is the sum of the pods' requests; NonZeroRequested the same
-	// with the scoring defaults. Allocatable is the node's.
-	Requested, NonZeroRequested, Allocatable Resource
+	// with the scoring defaults. Allocatable is the node's
+	// (fit.NodeAllocatable: no "pods" there means no pod fits).
+	Requested, NonZeroRequested fit.Resources
+	Allocatable                 fit.Allocatable
 	// UsedPorts are the host ports in use.
 	UsedPorts map[HostPort]int
 	// Images maps a normalised image name to its size on the node.
@@ -54,12 +58,12 @@ func (ni *NodeInfo) Name() string {
 func (ni *NodeInfo) SetNode(node *corev1.Node) {
 	ni.Node = node
 	ni.Generation++
-	ni.Allocatable = Resource{}
+	ni.Allocatable = fit.Allocatable{}
 	ni.Images = nil
 	if node == nil {
 		return
 	}
-	ni.Allocatable = NewResource(node.Status.Allocatable)
+	ni.Allocatable = fit.NodeAllocatable(node.Status.Allocatable)
 	if len(node.Status.Images) > 0 {
 		ni.Images = make(map[string]int64, len(node.Status.Images))
 		for _, img := range node.Status.Images {
@@ -73,8 +77,8 @@ func (ni *NodeInfo) SetNode(node *corev1.Node) {
 // AddPod counts pod on the node.
 func (ni *NodeInfo) AddPod(pi *PodInfo) {
 	ni.Pods = append(ni.Pods, pi)
-	ni.Requested.Plus(pi.Requests)
-	ni.NonZeroRequested.Plus(pi.NonZero)
+	ni.Requested = ni.Requested.Add(pi.Requests)
+	ni.NonZeroRequested = ni.NonZeroRequested.Add(pi.NonZero)
 	for _, hp := range pi.HostPorts {
 		ni.UsedPorts[hp]++
 	}
@@ -90,8 +94,8 @@ func (ni *NodeInfo) RemovePod(key string) bool {
 	}
 	pi := ni.Pods[i]
 	ni.Pods = removeAt(ni.Pods, i)
-	ni.Requested.Minus(pi.Requests)
-	ni.NonZeroRequested.Minus(pi.NonZero)
+	ni.Requested = ni.Requested.Sub(pi.Requests)
+	ni.NonZeroRequested = ni.NonZeroRequested.Sub(pi.NonZero)
 	for _, hp := range pi.HostPorts {
 		if ni.UsedPorts[hp]--; ni.UsedPorts[hp] <= 0 {
 			delete(ni.UsedPorts, hp)

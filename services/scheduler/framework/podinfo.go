@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cairn-dev/cairn/schemas/fit"
 )
 
 // AffinityTerm is a parsed PodAffinityTerm: the pods it selects (namespaces
@@ -53,7 +55,7 @@ type PodInfo struct {
 	Priority int32
 	// Requests is what the pod requests (see PodRequests); NonZero is the
 	// same with the scoring defaults.
-	Requests, NonZero Resource
+	Requests, NonZero fit.Resources
 
 	RequiredAffinity      []AffinityTerm
 	RequiredAntiAffinity  []AffinityTerm

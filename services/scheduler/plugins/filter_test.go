@@ -37,6 +37,12 @@ func TestNodeResourcesFit(t *testing.T) {
 			wantMsg: "0/1 nodes are available: 1 Too many pods."},
 		{name: "zero request fits a full node", nodes: []*corev1.Node{mkNode("n1", "1", "1Gi")},
 			existing: []*corev1.Pod{mkPod("a", req("1", "1Gi"), on("n1"))}, pod: mkPod("p"), want: []string{"n1"}},
+		// As kube-scheduler: a node whose allocatable lists no pods takes
+		// none (the apiserver's binding check agrees: schemas/fit).
+		{name: "no pods allocatable", nodes: []*corev1.Node{mkNode("n1", "2", "4Gi", nNoPods()), mkNode("n2", "2", "4Gi")},
+			pod: mkPod("p"), want: []string{"n2"}},
+		{name: "no pods allocatable anywhere", nodes: []*corev1.Node{mkNode("n1", "2", "4Gi", nNoPods())},
+			pod: mkPod("p"), wantMsg: "0/1 nodes are available: 1 Too many pods."},
 	})
 }
 

@@ -50,6 +50,10 @@ func nPods(max string) nodeOpt {
 	return func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse(max) }
 }
 
+func nNoPods() nodeOpt {
+	return func(n *corev1.Node) { delete(n.Status.Allocatable, corev1.ResourcePods) }
+}
+
 func nImage(name string, size int64) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{name}, SizeBytes: size})

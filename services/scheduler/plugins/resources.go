@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cairn-dev/cairn/schemas/fit"
 	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
 )
 
@@ -16,19 +17,13 @@ const (
 	ImageLocalityName      = "ImageLocality"
 )
 
-// ErrReasonTooManyPods is NodeResourcesFit's reason for a node at its pod
-// capacity; insufficient resources read "Insufficient <resource>".
-const ErrReasonTooManyPods = "Too many pods"
-
-// InsufficientReason is the reason for a resource the node lacks, e.g.
-// "Insufficient cpu".
-func InsufficientReason(r corev1.ResourceName) string { return "Insufficient " + string(r) }
-
 // NodeResourcesFit filters out nodes whose allocatable cpu, memory,
 // ephemeral-storage or pod count cannot take the pod's requests on top of
-// the pods counted on them, and scores nodes by the LeastAllocated
-// strategy (kube's default): the mean free fraction of cpu and memory after
-// placing the pod, counted with the non-zero defaults.
+// the pods counted on them (fit.Check: the rule the apiserver's binding
+// check applies too; a node whose allocatable lists no pods takes none),
+// and scores nodes by the LeastAllocated strategy (kube's default): the
+// mean free fraction of cpu and memory after placing the pod, counted
+// with the non-zero defaults.
 type NodeResourcesFit struct{}
 
 var (
@@ -41,43 +36,17 @@ func (NodeResourcesFit) Name() string { return NodeResourcesFitName }
 // Filter reports every resource that does not fit, each as its own reason
 // (so "0/3 nodes are available: 3 Insufficient cpu, 3 Insufficient memory").
 func (NodeResourcesFit) Filter(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInfo) *fw.Status {
-	return fitsRequest(pod.Requests, ni)
+	return insufficient[fit.Check(pod.Requests, fit.Node{Allocatable: ni.Allocatable, Requested: ni.Requested, Pods: len(ni.Pods)})]
 }
 
-// insufficient[mask] is the shared rejection for a combination of what
-// does not fit: bit 0 pod count, 1 cpu, 2 memory, 3 ephemeral storage.
-var insufficient = func() (out [16]*fw.Status) {
-	names := []string{ErrReasonTooManyPods, InsufficientReason(corev1.ResourceCPU), InsufficientReason(corev1.ResourceMemory),
-		InsufficientReason(corev1.ResourceEphemeralStorage)}
-	for mask := 1; mask < len(out); mask++ {
-		var reasons []string
-		for bit, r := range names {
-			if mask&(1<<bit) != 0 {
-				reasons = append(reasons, r)
-			}
-		}
-		out[mask] = fw.NewStatus(fw.Unschedulable, reasons...).WithPlugin(NodeResourcesFitName)
+// insufficient[m] is the shared rejection for the misfit m (nil for 0), so
+// that filtering allocates nothing.
+var insufficient = func() (out [fit.Misfits]*fw.Status) {
+	for m := fit.Misfit(1); m < fit.Misfits; m++ {
+		out[m] = fw.NewStatus(fw.Unschedulable, m.Reasons()...).WithPlugin(NodeResourcesFitName)
 	}
 	return out
 }()
-
-func fitsRequest(req fw.Resource, ni *fw.NodeInfo) *fw.Status {
-	mask := 0
-	if len(ni.Pods)+1 > ni.Allocatable.AllowedPodNumber {
-		mask |= 1
-	}
-	alloc, used := ni.Allocatable, ni.Requested
-	if req.MilliCPU > 0 && req.MilliCPU > alloc.MilliCPU-used.MilliCPU {
-		mask |= 2
-	}
-	if req.Memory > 0 && req.Memory > alloc.Memory-used.Memory {
-		mask |= 4
-	}
-	if req.EphemeralStorage > 0 && req.EphemeralStorage > alloc.EphemeralStorage-used.EphemeralStorage {
-		mask |= 8
-	}
-	return insufficient[mask]
-}
 
 // Score is LeastAllocated over cpu and memory (weight 1 each).
 func (NodeResourcesFit) Score(_ *fw.CycleState, pod *fw.PodInfo, ni *fw.NodeInfo) (int64, *fw.Status) {

@@ -1,0 +1,44 @@
+// Package publish is the etcd side of cairn's log (package events): the
+// publisher that moves every committed change from etcd to NATS JetStream
+// exactly once and in commit order, the compactor that keeps etcd's
+// history behind it, and Verify, which checks the log against etcd. Only
+// the apiserver and tools link it; consumers of the log (controllers,
+// scheduler, kubelets, projections) read the log through package events
+// and never link an etcd client.
+//
+// # Exactly once
+//
+// A dual write (write etcd, then publish) loses events when the writer dies
+// between the two. Instead:
+//
+//  1. The apiserver makes every change in one etcd transaction that writes
+//     the object and puts its WriteMeta at MetaKey, so both carry the same
+//     revision and the event can be rebuilt from etcd alone.
+//  2. One publisher is elected (concurrency.Election on
+//     /cairn/election/publisher, session TTL 5s). As leader it reads the
+//     last message of both streams: its revision (and index within the
+//     revision) is where the log ends. It watches etcd from that revision,
+//     with previous values, and publishes each revision's events in order.
+//  3. Each publish carries Nats-Msg-Id (so a repeat within the duplicate
+//     window is dropped), the stream's expected last sequence and the
+//     expected Nats-Msg-Id of the last message (the event that must precede
+//     it on that stream). The publishes are pipelined (256 in flight): if
+//     one fails, every later one to that stream fails its checks too, so a
+//     stream never has a hole, and a message is only ever stored right
+//     after its true predecessor, even with two publishers at once. Before
+//     switching from one stream to the other the publisher waits for all
+//     acknowledgements, so the two streams together always hold a prefix of
+//     the changes in revision order.
+//  4. On any failure, or when the election session is lost, the publisher
+//     stops, waits for its in-flight acknowledgements, reads the tail of
+//     the streams again and resumes from there. A deposed leader that still
+//     publishes cannot interleave with the new one: whichever publishes
+//     second fails the checks and re-reads the tail.
+//  5. The Compactor compacts etcd only to the last published revision it saw
+//     one interval earlier (minus one, so the previous values of the next
+//     revision stay readable): the publisher can always resume, and lists
+//     and continue tokens keep one interval of history.
+//
+// Verify checks all of it against etcd, and the tests kill publisher
+// processes with SIGKILL in a loop and then require Verify to pass.
+package publish

@@ -1,0 +1,307 @@
+package publish
+
+import (
+	"github.com/cairn-dev/cairn/events"
+
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errWatchClosed means etcd ended the watch (lost leader, shutdown).
+var errWatchClosed = errors.New("publish: etcd watch closed")
+
+// publishFromTail reads where the log ends, watches etcd from there and
+// publishes until ctx is done or anything fails. It returns only after every
+// publish it made is acknowledged or has failed.
+func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
+	tail, err := events.ReadLogEnd(ctx, p.js)
+	if err != nil {
+		return err
+	}
+	last := tail.Last()
+	p.setLast(last.Rev)
+	p.log.Info("publisher: resuming", "revision", last.Rev, "index", last.Index,
+		"cairnSeq", tail.Streams[events.Stream].Seq, "leaseSeq", tail.Streams[events.LeaseStream].Seq)
+
+	pl := newPipeline(p, tail)
+	defer func() {
+		// Wait for every in-flight acknowledgement before anyone re-reads
+		// the tail.
+		if cerr := pl.close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	// The last revision is read again: a multi-object transaction may have
+	// been published only in part.
+	start := max(int64(last.Rev), 1)
+	for {
+		next, err := p.watch(ctx, pl, start, last)
+		if err != nil {
+			return err
+		}
+		start = next
+	}
+}
+
+// watch publishes the changes from revision start on. It returns a new start
+// revision if etcd has compacted past start.
+func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last events.Position) (int64, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	// No WithPrevKV: it costs etcd a backend read for every change (the
+	// metadata key's too). Only deletes need the previous value; fillPrev
+	// reads it at rev-1, which compaction never passes (see Compactor).
+	wch := p.cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(start))
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-pl.failed:
+			return 0, pl.failure()
+		case resp, ok = <-wch:
+		}
+		if !ok {
+			return 0, errWatchClosed
+		}
+		if resp.CompactRevision != 0 {
+			// Compaction never passes the last published revision, so this
+			// is someone else's compaction: the changes before it are lost.
+			if last.Rev > 0 {
+				p.log.Error("publisher: etcd compacted past the log; changes are lost",
+					"err", events.ErrRevisionGap, "lastPublished", last.Rev, "compactRevision", resp.CompactRevision)
+			} else {
+				p.log.Warn("publisher: empty log on a compacted etcd; starting at the compact revision",
+					"compactRevision", resp.CompactRevision)
+			}
+			return resp.CompactRevision, nil
+		}
+		if err := resp.Err(); err != nil {
+			return 0, fmt.Errorf("publish: watch: %w", err)
+		}
+		// etcd never splits the changes of one revision across responses.
+		evs := resp.Events
+		for len(evs) > 0 {
+			rev := evs[0].Kv.ModRevision
+			n := 1
+			for n < len(evs) && evs[n].Kv.ModRevision == rev {
+				n++
+			}
+			if err := p.fillPrev(ctx, evs[:n]); err != nil {
+				return 0, err
+			}
+			msgs, err := buildRevision(events.Revision(rev), evs[:n])
+			if err != nil {
+				return 0, err
+			}
+			evs = evs[n:]
+			for _, m := range msgs {
+				if !last.Less(m.pos) {
+					continue
+				}
+				if err := pl.send(ctx, m); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+}
+
+// pipeline publishes events asynchronously, a bounded number in flight, and
+// checks every acknowledgement in order. Each publish expects the stream's
+// previous sequence, so after a failure every later publish to the same
+// stream fails too and the stream never has a hole. Before switching to the
+// other stream it waits for all acknowledgements, so the two streams
+// together always hold a prefix of the log.
+type pipeline struct {
+	p          *Publisher
+	seq        map[string]uint64 // last sequence per stream, as the sender expects it
+	lastID     map[string]string // Nats-Msg-Id of the last message per stream, likewise
+	lastStream string
+
+	slots    chan struct{}
+	inflight chan flight
+	done     chan struct{}
+	failed   chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+type flight struct {
+	m        *outMsg
+	fut      jetstream.PubAckFuture
+	wantSeq  uint64
+	deadline time.Time
+	barrier  chan struct{}
+}
+
+func newPipeline(p *Publisher, tail events.LogEnd) *pipeline {
+	pl := &pipeline{
+		p:        p,
+		seq:      map[string]uint64{},
+		lastID:   map[string]string{},
+		slots:    make(chan struct{}, p.cfg.MaxInFlight),
+		inflight: make(chan flight, p.cfg.MaxInFlight+1),
+		done:     make(chan struct{}),
+		failed:   make(chan struct{}),
+	}
+	for name, st := range tail.Streams {
+		pl.seq[name] = st.Seq
+		pl.lastID[name] = st.ID
+	}
+	go pl.ack()
+	return pl
+}
+
+func (pl *pipeline) fail(err error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.err == nil {
+		pl.err = err
+		close(pl.failed)
+	}
+}
+
+func (pl *pipeline) failure() error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.err
+}
+
+// send publishes m. It blocks while MaxInFlight publishes are unacknowledged.
+func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
+	if pl.lastStream != "" && m.stream != pl.lastStream {
+		if err := pl.barrier(ctx); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case pl.slots <- struct{}{}:
+	case <-pl.failed:
+		return pl.failure()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	prev := pl.seq[m.stream]
+	id := m.pos.MsgID()
+	// Two fences: the stream's last sequence, and the id of the message
+	// that must precede this one. The sequence alone is not enough with
+	// two publishers (a deposed leader still publishing): after one of a
+	// publisher's pipelined messages fails, a later one can match again
+	// once the other publisher has appended as many messages. The
+	// predecessor's id only matches where the message belongs.
+	fut, err := pl.p.js.PublishMsgAsync(m.msg,
+		jetstream.WithMsgID(id),
+		jetstream.WithExpectStream(m.stream),
+		jetstream.WithExpectLastSequence(prev),
+		jetstream.WithExpectLastMsgID(pl.lastID[m.stream]))
+	if err != nil {
+		<-pl.slots
+		err = fmt.Errorf("publish: publish revision %s: %w", m.pos.MsgID(), err)
+		pl.fail(err)
+		return err
+	}
+	pl.seq[m.stream] = prev + 1
+	pl.lastID[m.stream] = id
+	pl.lastStream = m.stream
+	pl.inflight <- flight{m: m, fut: fut, wantSeq: prev + 1, deadline: time.Now().Add(pl.p.cfg.AckTimeout)}
+	return nil
+}
+
+// barrier waits until every publish so far is acknowledged.
+func (pl *pipeline) barrier(ctx context.Context) error {
+	b := make(chan struct{})
+	pl.inflight <- flight{barrier: b}
+	select {
+	case <-b:
+		return pl.failure()
+	case <-pl.failed:
+		return pl.failure()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close stops sending and waits for the outstanding acknowledgements.
+func (pl *pipeline) close() error {
+	close(pl.inflight)
+	<-pl.done
+	return pl.failure()
+}
+
+// ack checks acknowledgements in publish order.
+func (pl *pipeline) ack() {
+	defer close(pl.done)
+	for f := range pl.inflight {
+		if f.barrier != nil {
+			close(f.barrier)
+			continue
+		}
+		err := pl.await(f)
+		<-pl.slots
+		if err != nil {
+			pl.fail(err)
+			continue
+		}
+		m := f.m
+		pl.p.setLast(m.pos.Rev)
+		pl.p.metrics.published.WithLabelValues(m.stream).Inc()
+		if !m.metaTime.IsZero() {
+			pl.p.metrics.lag.Observe(time.Since(m.metaTime).Seconds())
+		}
+	}
+}
+
+func (pl *pipeline) await(f flight) error {
+	t := time.NewTimer(time.Until(f.deadline))
+	defer t.Stop()
+	id := f.m.pos.MsgID()
+	select {
+	case ack := <-f.fut.Ok():
+		switch {
+		case ack.Stream != f.m.stream:
+			return fmt.Errorf("publish: revision %s stored in stream %s, want %s", id, ack.Stream, f.m.stream)
+		case ack.Sequence != f.wantSeq && ack.Duplicate:
+			return fmt.Errorf("publish: revision %s already on %s at sequence %d", id, ack.Stream, ack.Sequence)
+		case ack.Sequence != f.wantSeq:
+			return fmt.Errorf("publish: revision %s stored at sequence %d, want %d", id, ack.Sequence, f.wantSeq)
+		}
+		return nil
+	case err := <-f.fut.Err():
+		return fmt.Errorf("publish: publish revision %s: %w", id, err)
+	case <-t.C:
+		return fmt.Errorf("publish: publish revision %s: no acknowledgement in %s", id, pl.p.cfg.AckTimeout)
+	}
+}
+
+// fillPrev sets PrevKv of the deletes of registry keys among evs (one
+// revision's changes) from a read at the revision before.
+func (p *Publisher) fillPrev(ctx context.Context, evs []*clientv3.Event) error {
+	for _, ev := range evs {
+		if ev.Type != mvccpb.DELETE || ev.PrevKv != nil || !strings.HasPrefix(string(ev.Kv.Key), events.RegistryPrefix) {
+			continue
+		}
+		resp, err := p.cli.Get(ctx, string(ev.Kv.Key), clientv3.WithRev(ev.Kv.ModRevision-1))
+		if err != nil {
+			return fmt.Errorf("publish: last state of %s before %d: %w", ev.Kv.Key, ev.Kv.ModRevision, err)
+		}
+		if len(resp.Kvs) > 0 {
+			ev.PrevKv = resp.Kvs[0]
+		}
+	}
+	return nil
+}

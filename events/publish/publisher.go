@@ -1,0 +1,240 @@
+package publish
+
+import (
+	"github.com/cairn-dev/cairn/events"
+
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// PublisherConfig configures a Publisher. The zero value is usable.
+type PublisherConfig struct {
+	// ElectionPrefix is the etcd prefix of the leader election; default
+	// "/cairn/election/publisher".
+	ElectionPrefix string
+	// SessionTTL is the lease of the leader's etcd session: how long a dead
+	// leader blocks the next one. Default 5s; whole seconds, at least 1s.
+	SessionTTL time.Duration
+	// Identity is the candidate's name in the election; default
+	// "<hostname>/<pid>".
+	Identity string
+	// MaxInFlight bounds the unacknowledged publishes; default 256.
+	MaxInFlight int
+	// AckTimeout bounds the wait for one publish acknowledgement; default 10s.
+	AckTimeout time.Duration
+	// Registerer receives the publisher's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// DefaultPublisherElection is the etcd prefix the publishers campaign on.
+const DefaultPublisherElection = "/cairn/election/publisher"
+
+func (c PublisherConfig) withDefaults() PublisherConfig {
+	if c.ElectionPrefix == "" {
+		c.ElectionPrefix = DefaultPublisherElection
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 5 * time.Second
+	}
+	if c.Identity == "" {
+		h, _ := os.Hostname()
+		c.Identity = h + "/" + strconv.Itoa(os.Getpid())
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 256
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Publisher tails etcd and publishes every committed change to an API object
+// to the log, exactly once and in commit order. Run any number of them: they
+// elect one leader, and only the leader publishes. See the package
+// documentation for the mechanism.
+type Publisher struct {
+	cli     *clientv3.Client
+	js      jetstream.JetStream
+	cfg     PublisherConfig
+	log     *slog.Logger
+	metrics *publisherMetrics
+
+	last   atomic.Int64
+	leader atomic.Bool
+}
+
+// NewPublisher returns a publisher; it does nothing until Run. The streams
+// must exist (events.EnsureStreams).
+func NewPublisher(cli *clientv3.Client, js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger) *Publisher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	return &Publisher{
+		cli:     cli,
+		js:      js,
+		cfg:     cfg,
+		log:     log.With("component", "publisher", "identity", cfg.Identity),
+		metrics: newPublisherMetrics(cfg.Registerer),
+	}
+}
+
+// LastPublished is the revision of the newest event this publisher knows to
+// be on the log: acknowledged by JetStream, or found there when it became
+// leader. It is 0 until then, and stays at its last value after leadership
+// is lost. Safe for concurrent use.
+func (p *Publisher) LastPublished() events.Revision { return events.Revision(p.last.Load()) }
+
+// IsLeader reports whether this publisher currently holds the election.
+func (p *Publisher) IsLeader() bool { return p.leader.Load() }
+
+func (p *Publisher) setLast(r events.Revision) {
+	for {
+		cur := p.last.Load()
+		if int64(r) <= cur {
+			return
+		}
+		if p.last.CompareAndSwap(cur, int64(r)) {
+			p.metrics.last.Set(float64(r))
+			return
+		}
+	}
+}
+
+// Run campaigns for leadership and publishes while leader, until ctx is
+// done; then it resigns, waits for its in-flight publishes and returns nil.
+// Errors (etcd or NATS unavailable, a rejected publish, lost leadership) are
+// logged and retried: the publisher re-derives its events.Position from the log.
+func (p *Publisher) Run(ctx context.Context) error {
+	retry(ctx, p.log, "publisher: leadership term ended", p.term)
+	return nil
+}
+
+// term is one campaign and, if won, one term as leader.
+func (p *Publisher) term(ctx context.Context) error {
+	sess, el, err := campaign(ctx, p.cli, p.cfg.SessionTTL, p.cfg.ElectionPrefix, p.cfg.Identity)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.watchTerm(lctx, sess, el)
+		cancel()
+	}()
+	p.leader.Store(true)
+	p.log.Info("publisher: elected leader")
+	err = p.lead(lctx)
+	p.leader.Store(false)
+	cancel()
+	<-stopped
+	if ctx.Err() == nil {
+		return errors.New("events: leadership lost")
+	}
+	return err
+}
+
+// watchTerm returns when ctx is done or the term ends: the session expired,
+// or the leader key was deleted (lease revoked, resigned by an operator).
+// The keep-alive notices an expired lease only on its next renewal; the
+// watch on the key notices a revoked one at once.
+func (p *Publisher) watchTerm(ctx context.Context, sess *concurrency.Session, el *concurrency.Election) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var opts []clientv3.OpOption
+	if h := el.Header(); h != nil {
+		opts = append(opts, clientv3.WithRev(h.Revision+1))
+	}
+	wch := p.cli.Watch(wctx, el.Key(), opts...)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			p.log.Warn("publisher: election session lost")
+			return
+		case resp, ok := <-wch:
+			if !ok {
+				if ctx.Err() == nil {
+					p.log.Warn("publisher: watch on the leader key closed")
+				}
+				return
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					p.log.Warn("publisher: leader key deleted")
+					return
+				}
+			}
+			if resp.Err() != nil {
+				p.log.Warn("publisher: watch on the leader key", "err", resp.Err())
+				return
+			}
+		}
+	}
+}
+
+// lead publishes until ctx is done, restarting from the log's tail after
+// every failure.
+func (p *Publisher) lead(ctx context.Context) error {
+	retry(ctx, p.log, "publisher: restarting from the log tail", p.publishFromTail)
+	return ctx.Err()
+}
+
+type publisherMetrics struct {
+	lag       prometheus.Histogram
+	last      prometheus.Gauge
+	published *prometheus.CounterVec
+}
+
+func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
+	m := &publisherMetrics{
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cairn_log_publish_lag_seconds",
+			Help:    "Time from the apiserver's write (events.WriteMeta.Time) to the event's acknowledgement by JetStream.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cairn_log_last_published_revision",
+			Help: "The etcd revision of the newest event known to be on the log.",
+		}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cairn_log_events_published_total",
+			Help: "Events published and acknowledged, by stream.",
+		}, []string{"stream"}),
+	}
+	if reg != nil {
+		m.lag = register(reg, m.lag)
+		m.last = register(reg, m.last)
+		m.published = register(reg, m.published)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (a second Publisher in the same process).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
