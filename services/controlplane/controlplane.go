@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +31,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/embedded"
+	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
 // Config configures a control plane.
@@ -103,9 +103,8 @@ type ControlPlane struct {
 
 	embEtcd *embedded.Etcd
 	embNATS *embedded.NATS
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	errc    chan error
+	// group runs the publisher, compactor, hub, history and apiserver.
+	group   *supervisor.Group
 	closers []func()
 }
 
@@ -118,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if ready == nil {
 		ready = func(string, string) {}
 	}
-	cp := &ControlPlane{errc: make(chan error, 8), Metrics: prometheus.NewRegistry()}
+	cp := &ControlPlane{Metrics: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			cp.Close()
@@ -133,16 +132,15 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := events.EnsureStreams(ctx, cp.JS, events.StreamConfig{Replicas: cfg.StreamReplicas}); err != nil {
 		return nil, fmt.Errorf("controlplane: streams: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	cp.cancel = cancel
+	cp.group = supervisor.NewGroup(context.Background())
 	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
-	cp.goRun("publisher", func() error { return cp.Publisher.Run(runCtx) })
+	cp.goRun("publisher", cp.Publisher.Run)
 	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
-	cp.goRun("compactor", func() error { return comp.Run(runCtx) })
+	cp.goRun("compactor", comp.Run)
 	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
 
 	cp.Hub = watchhub.NewHub(cp.JS, watchhub.Config{}, cfg.Log.With("component", "hub"))
-	cp.goRun("hub", func() error { return cp.Hub.Run(runCtx) })
+	cp.goRun("hub", cp.Hub.Run)
 
 	cp.Registry = schemas.NewRegistry()
 	cp.Store = storage.New(cp.Etcd)
@@ -161,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("controlplane: history: %w", err)
 		}
-		cp.goRun("history", func() error { return cp.History.Run(runCtx) })
+		cp.goRun("history", cp.History.Run)
 		extra[history.Prefix] = cp.History.Handler()
 	}
 	srv, err := apiserver.New(apiserver.Config{
@@ -190,8 +188,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	// The repair loop is idempotent: every apiserver runs it.
 	alloc := servicealloc.New(cp.Etcd, svcIPs, nodePorts)
-	cp.goRun("service allocation repair", func() error {
-		return alloc.RunRepair(runCtx, 0, cfg.Log.With("component", "servicealloc"))
+	cp.goRun("service allocation repair", func(ctx context.Context) error {
+		return alloc.RunRepair(ctx, 0, cfg.Log.With("component", "servicealloc"))
 	})
 	ln := cfg.Listener
 	if ln == nil {
@@ -204,14 +202,14 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		}
 	}
 	cp.Addr = ln.Addr().String()
-	if err := cp.startKubernetesService(ctx, runCtx, cfg, alloc); err != nil {
+	if err := cp.startKubernetesService(ctx, cp.group.Context(), cfg, alloc); err != nil {
 		return nil, err
 	}
 	served := make(chan struct{})
-	cp.goRun("apiserver", func() error { return srv.Serve(runCtx, ln, func() { close(served) }) })
+	cp.goRun("apiserver", func(ctx context.Context) error { return srv.Serve(ctx, ln, func() { close(served) }) })
 	select {
 	case <-served:
-	case err := <-cp.errc:
+	case err := <-cp.group.Err():
 		return nil, err
 	}
 	ready("apiserver", cp.Addr)
@@ -237,7 +235,7 @@ func (cp *ControlPlane) startKubernetesService(ctx, runCtx context.Context, cfg 
 	if err := r.start(ctx, runCtx); err != nil {
 		return err
 	}
-	cp.goRun("endpoint reconciler", func() error { return r.Run(runCtx) })
+	cp.goRun("endpoint reconciler", r.Run)
 	return nil
 }
 
@@ -261,21 +259,14 @@ func serviceRanges(cfg Config) (servicealloc.IPRange, servicealloc.PortRange, er
 	return ips, ports, nil
 }
 
-func (cp *ControlPlane) goRun(name string, f func() error) {
-	cp.wg.Add(1)
-	go func() {
-		defer cp.wg.Done()
-		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
-			select {
-			case cp.errc <- fmt.Errorf("%s: %w", name, err):
-			default:
-			}
-		}
-	}()
+// goRun runs f in the control plane's group: its ctx ends with Close, and
+// its error stops the group (Err).
+func (cp *ControlPlane) goRun(name string, f func(ctx context.Context) error) {
+	cp.group.Go(name, supervisor.RunnerFunc(f))
 }
 
 // Err reports the first fatal error of a running component.
-func (cp *ControlPlane) Err() <-chan error { return cp.errc }
+func (cp *ControlPlane) Err() <-chan error { return cp.group.Err() }
 
 func (cp *ControlPlane) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -364,10 +355,10 @@ func (cp *ControlPlane) NATSURL() string { return cp.NATS.ConnectedUrl() }
 
 // Close stops everything in reverse order and waits.
 func (cp *ControlPlane) Close() {
-	if cp.cancel != nil {
-		cp.cancel()
+	if cp.group != nil {
+		cp.group.Stop()
+		_ = cp.group.Wait() // reported by Err while running
 	}
-	cp.wg.Wait()
 	if cp.NATS != nil {
 		cp.NATS.Close()
 	}
