@@ -8,12 +8,13 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services, endpoints
 //	apps/v1                 controllerrevisions, daemonsets, deployments, replicasets, statefulsets
 //	batch/v1                cronjobs, jobs
 //	policy/v1               poddisruptionbudgets
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
+//	discovery.k8s.io/v1     endpointslices
 //
 // Lookup finds a resource by group, version and plural (the URL form),
 // ByKind by GroupVersionKind. All lists them in a stable order and Groups

@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +40,7 @@ func WithClock(now func() time.Time) Option {
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
 // batch 17400, policy 17100, scheduling.k8s.io 16600, coordination.k8s.io
-// 16500).
+// 16500, discovery.k8s.io 16200).
 var (
 	gvCore         = schema.GroupVersion{Version: "v1"}
 	gvApps         = schema.GroupVersion{Group: "apps", Version: "v1"}
@@ -47,6 +48,7 @@ var (
 	gvPolicy       = schema.GroupVersion{Group: "policy", Version: "v1"}
 	gvScheduling   = schema.GroupVersion{Group: "scheduling.k8s.io", Version: "v1"}
 	gvCoordination = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	gvDiscovery    = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
 )
 
 // NewRegistry returns a Registry with all built-in resources.
@@ -61,17 +63,19 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvScheduling, gvCoordination}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
 	for _, res := range []*Resource{
 		configMapResource(r.clock),
+		endpointsResource(r.clock),
 		eventResource(r.clock),
 		namespaceResource(r.clock),
 		nodeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
+		serviceResource(r.clock),
 		controllerRevisionResource(r.clock),
 		daemonSetResource(r.clock),
 		deploymentResource(r.clock),
@@ -82,6 +86,7 @@ func NewRegistry(opts ...Option) *Registry {
 		podDisruptionBudgetResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
+		endpointSliceResource(r.clock),
 	} {
 		r.all = append(r.all, res)
 		r.byGVR[res.GVR()] = res
@@ -135,6 +140,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))
+	utilruntime.Must(discoveryv1.AddToScheme(s))
 	// corev1 registered the unversioned meta types (Status, WatchEvent, list
 	// options); meta.k8s.io/v1 adds Table and PartialObjectMetadata.
 	utilruntime.Must(metav1.AddMetaToScheme(s))

@@ -26,6 +26,9 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
+		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
+		{"", "v1", "endpoints", "Endpoints", true, []string{"ep"}, nil, nil},
+		{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "controllerrevisions", "ControllerRevision", true, nil, nil, nil},
@@ -72,8 +75,8 @@ func TestRegistryLookup(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := r.Lookup("", "v1", "services"); ok {
-		t.Error("services are not served")
+	if _, ok := r.Lookup("", "v1", "replicationcontrollers"); ok {
+		t.Error("replicationcontrollers are not served")
 	}
 	if _, ok := r.Lookup("apps", "v1beta1", "deployments"); ok {
 		t.Error("apps/v1beta1 is not served")
@@ -85,6 +88,7 @@ func TestRegistryOrder(t *testing.T) {
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "discovery.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
 		t.Errorf("Groups() = %v", got)
@@ -93,7 +97,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets", "priorityclasses", "leases"}
+	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -26,12 +26,6 @@ func claimTemplate(name string) corev1.PersistentVolumeClaim {
 
 // wantCreateErrors runs the create pipeline and returns ValidateCreate's
 // errors, rendered by errDetails.
-func wantCreateErrors[T Object](t *testing.T, res *Resource, obj T, want []string) {
-	t.Helper()
-	res.Default(obj)
-	res.PrepareForCreate(obj)
-	wantDetails(t, res.ValidateCreate(obj), want)
-}
 
 func TestValidateDaemonSet(t *testing.T) {
 	res := mustLookup(t, testRegistry(), "apps", "daemonsets")
@@ -69,9 +63,7 @@ func TestValidateDaemonSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ds := newDaemonSet("agent")
-			tt.mutate(ds)
-			wantCreateErrors(t, res, ds, tt.want)
+			wantCreateErrors(t, res, newDaemonSet("agent"), tt.mutate, tt.want)
 		})
 	}
 	t.Run("selector is immutable", func(t *testing.T) {
@@ -170,9 +162,7 @@ func TestValidateStatefulSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sts := newStatefulSet("db")
-			tt.mutate(sts)
-			wantCreateErrors(t, res, sts, tt.want)
+			wantCreateErrors(t, res, newStatefulSet("db"), tt.mutate, tt.want)
 		})
 	}
 
@@ -313,9 +303,7 @@ func TestValidateJob(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := newJob("pi")
-			tt.mutate(j)
-			wantCreateErrors(t, res, j, tt.want)
+			wantCreateErrors(t, res, newJob("pi"), tt.mutate, tt.want)
 		})
 	}
 
@@ -498,9 +486,7 @@ func TestValidateCronJob(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cj := newCronJob("nightly")
-			tt.mutate(cj)
-			wantCreateErrors(t, res, cj, tt.want)
+			wantCreateErrors(t, res, newCronJob("nightly"), tt.mutate, tt.want)
 		})
 	}
 	t.Run("update validates the schedule", func(t *testing.T) {
@@ -518,7 +504,7 @@ func TestValidateControllerRevision(t *testing.T) {
 		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "db-1", Namespace: "default"},
 			Data: runtime.RawExtension{Raw: []byte(`{"spec":{}}`)}, Revision: 1}
 	}
-	wantCreateErrors(t, res, cr(), nil)
+	wantCreateErrors(t, res, cr(), func(*appsv1.ControllerRevision) {}, nil)
 	for _, tt := range []struct {
 		data string
 		want []string
@@ -533,7 +519,7 @@ func TestValidateControllerRevision(t *testing.T) {
 		if tt.data != "" {
 			bad.Data.Raw = []byte(tt.data)
 		}
-		wantCreateErrors(t, res, bad, tt.want)
+		wantCreateErrors(t, res, bad, func(*appsv1.ControllerRevision) {}, tt.want)
 	}
 
 	old := created(res, cr())

@@ -213,7 +213,7 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 		if isDryRun(q) {
 			return cur, true, nil
 		}
-		rev, _, err := s.store.Delete(q.ctx(), key, kv.Revision, s.newWriteMeta(q, "delete"))
+		rev, _, err := s.store.Delete(q.ctx(), key, kv.Revision, s.newWriteMeta(q, "delete"), s.releases(cur)...)
 		if errors.Is(err, storage.ErrConflict) {
 			continue
 		}

@@ -25,8 +25,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		pkiDir    string
 		tokenFile string
 		insecure  bool
-		logLevel  string
 		electTTL  time.Duration
+		svcNet    serviceNetFlags
 	)
 	fs := newFlagSet("apiserver", stderr)
 	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of etcd (required)")
@@ -35,9 +35,10 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&pkiDir, "pki-dir", "", "directory of the cluster PKI (see cairn up); serves HTTPS with client-certificate authentication")
 	fs.StringVar(&tokenFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
-	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.logLevelFlag()
 	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver's publisher keeps the role")
-	if help, err := parse(fs, args); help || err != nil {
+	svcNet.register(fs.FlagSet)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if len(etcd) == 0 || natsURL == "" {
@@ -48,13 +49,14 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "cairn apiserver: --pki-dir is required (or --insecure-http for tests)")
 		return errUsage
 	}
-	log, err := newLogger(stderr, logLevel)
+	log, err := fs.logger(stderr)
 	if err != nil {
 		return err
 	}
 	var authn apiserver.Authenticators
 	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL,
-		OnReady: func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) }}
+		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
+		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

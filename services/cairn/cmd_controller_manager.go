@@ -16,25 +16,24 @@ import (
 // process; any number run active-active, splitting the keys.
 func runControllerManager(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		sf                    serviceFlags
 		identity, clusterCIDR string
 		workers               int
 		nodeGrace             time.Duration
 	)
 	fs := newFlagSet("controller-manager", stderr)
-	sf.register(fs, up.ControllerManagerKubeconfig)
+	fs.serviceFlags(up.ControllerManagerKubeconfig, "")
 	fs.StringVar(&identity, "identity", "", "this replica's name among the replicas (default hostname-pid)")
 	fs.IntVar(&workers, "workers", 4, "concurrent reconciles per controller")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, sf.logLevel)
+	log, err := fs.logger(stderr)
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := sf.connect("controller-manager")
+	rc, js, closeNATS, err := fs.connectService("controller-manager")
 	if err != nil {
 		return err
 	}

@@ -4,21 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/schemas"
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
 
 // errVerifyFailed makes `events verify` exit 1 after printing its report.
@@ -39,55 +31,8 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return errUsage
 }
 
-// logFlags are the flags that locate etcd and NATS.
-type logFlags struct {
-	dataDir string
-	etcd    listFlag
-	natsURL string
-}
-
-func addLogFlags(fs *flag.FlagSet, l *logFlags) {
-	fs.StringVar(&l.dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up` (its endpoints file locates etcd and NATS)")
-	fs.Var(&l.etcd, "etcd-endpoints", "etcd client URLs (instead of --data-dir)")
-	fs.StringVar(&l.natsURL, "nats-url", "", "NATS URL (instead of --data-dir)")
-}
-
-// connect opens etcd and JetStream clients.
-func (l *logFlags) connect() (*clientv3.Client, *nats.Conn, jetstream.JetStream, error) {
-	etcd, natsURL := []string(l.etcd), l.natsURL
-	if len(etcd) == 0 || natsURL == "" {
-		ep, err := endpoints.Read(endpoints.Path(l.dataDir))
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("no --etcd-endpoints/--nats-url and no running cairn up in %s: %w", l.dataDir, err)
-		}
-		if len(etcd) == 0 {
-			etcd = ep.Etcd
-		}
-		if natsURL == "" {
-			natsURL = ep.NATS
-		}
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallRecvMsgSize: 1 << 30})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("etcd: %w", err)
-	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		cli.Close()
-		return nil, nil, nil, fmt.Errorf("nats %s: %w", natsURL, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		cli.Close()
-		nc.Close()
-		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return cli, nc, js, nil
-}
-
 func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		lf       logFlags
 		kind     string
 		opts     events.TailOptions
 		from     int64
@@ -95,7 +40,9 @@ func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer)
 		asJSON   bool
 	)
 	fs := newFlagSet("events tail", stderr)
-	addLogFlags(fs, &lf)
+	fs.describe("events tail [flags]", "Print the log's events, one line each (or their JSON envelopes), and follow it.\n\n"+findsLog)
+	fs.clientFlags()
+	fs.logFlags(false)
 	fs.StringVar(&kind, "kind", "", "only this kind (Pod, deployments, rs, ...)")
 	fs.StringVar(&opts.Namespace, "namespace", "", "only this namespace")
 	fs.StringVar(&opts.Namespace, "n", "", "short for --namespace")
@@ -103,7 +50,7 @@ func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Int64Var(&from, "from-revision", 0, "start at this revision (default: the oldest event kept)")
 	fs.BoolVar(&noFollow, "no-follow", false, "stop at the end of the log instead of waiting for new events")
 	fs.BoolVar(&asJSON, "json", false, "print each event's full envelope as JSON")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if kind != "" {
@@ -118,11 +65,14 @@ func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	opts.FromRevision = events.Revision(from)
 	opts.Follow = !noFollow
-	cli, nc, js, err := lf.connect()
+	ep, err := fs.endpoints()
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	nc, js, err := connectNATS(ep.NATS, "cairn-events")
+	if err != nil {
+		return err
+	}
 	defer nc.Close()
 	enc := json.NewEncoder(stdout)
 	return events.Tail(ctx, js, opts, func(e *events.Event) error {
@@ -135,13 +85,14 @@ func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func runEventsVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var lf logFlags
 	fs := newFlagSet("events verify", stderr)
-	addLogFlags(fs, &lf)
-	if help, err := parse(fs, args); help || err != nil {
+	fs.describe("events verify [flags]", "Check the log against etcd: one event per committed change, in order, none missing; exit 1 if not.\n\n"+findsLog)
+	fs.clientFlags()
+	fs.logFlags(true)
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
-	cli, nc, js, err := lf.connect()
+	cli, nc, js, err := fs.connectLog()
 	if err != nil {
 		return err
 	}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 
-	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/cairn/join"
 	"github.com/cairn-dev/cairn/services/kubelet"
 )
 
@@ -22,7 +22,6 @@ import (
 // benchmarks (--runtime hollow --hollow-nodes N).
 func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		sf                           serviceFlags
 		name, runtime, rootDir, addr string
 		nodeIP, netns, clientCAFile  string
 		hollowNodes                  int
@@ -30,7 +29,9 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	)
 	host, _ := os.Hostname()
 	fs := newFlagSet("kubelet", stderr)
-	sf.register(fs, up.KubeletKubeconfig)
+	fs.serviceFlags(join.KubeconfigFile, "kubeconfig to reach the apiserver (default <data-dir>/nodes/<node-name>/"+join.KubeconfigFile+
+		", issued from the cluster CA in <data-dir>/pki for user system:node:<node-name>, group system:nodes, when it does not exist; "+
+		"KUBECONFIG is not read, as by kube's kubelet)")
 	fs.StringVar(&name, "node-name", strings.ToLower(host), "the node's name (hollow nodes: the prefix of their names)")
 	fs.StringVar(&runtime, "runtime", "cri", "cri: real pods on a private containerd (needs root); hollow: simulated pods, for benchmarks")
 	fs.IntVar(&hollowNodes, "hollow-nodes", 1, "how many hollow nodes to run (--runtime hollow)")
@@ -43,17 +44,27 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"only clients in group system:masters (the apiserver's kubelet client, an admin) may read logs and exec, "+
 		"a request without a verified certificate gets 401 (default: the CA of the kubeconfig, certificate-authority-data "+
 		"or certificate-authority, which is the cluster CA of cairn up)")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if runtime != "cri" && runtime != "hollow" {
 		return fmt.Errorf("--runtime %q: want cri or hollow", runtime)
 	}
-	log, err := newLogger(stderr, sf.logLevel)
+	log, err := fs.logger(stderr)
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := sf.connect("kubelet")
+	if fs.kubeconfig == "" {
+		path, issued, err := join.NodeKubeconfig(fs.dataDir, name)
+		if err != nil {
+			return err
+		}
+		if issued {
+			fmt.Fprintf(stdout, "node credentials issued (%s, user %s%s)\n", path, apiserver.NodeUserPrefix, name)
+		}
+		fs.defaultKubeconfig = path
+	}
+	rc, js, closeNATS, err := fs.connectService("kubelet")
 	if err != nil {
 		return err
 	}
@@ -64,7 +75,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			StartDelay: hollowDelay, Log: log})
 	}
 	if rootDir == "" {
-		rootDir = filepath.Join(sf.dataDir, "nodes", name)
+		rootDir = join.NodeDir(fs.dataDir, name)
 	}
 	if netns == "" {
 		netns = "cairn-" + name

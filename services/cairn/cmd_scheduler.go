@@ -14,7 +14,6 @@ import (
 // overcommit a node; --sharded splits the pods between replicas instead.
 func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		sf             serviceFlags
 		identity, name string
 		sharded        bool
 		workers        int
@@ -22,21 +21,21 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		eventBurst     int
 	)
 	fs := newFlagSet("scheduler", stderr)
-	sf.register(fs, up.SchedulerKubeconfig)
+	fs.serviceFlags(up.SchedulerKubeconfig, "")
 	fs.StringVar(&identity, "identity", "", "this replica's name (default hostname-pid)")
 	fs.StringVar(&name, "scheduler-name", scheduler.DefaultSchedulerName, "schedule the pods whose spec.schedulerName is this")
 	fs.BoolVar(&sharded, "sharded", false, "split the pods between the replicas that set it, instead of letting every replica bind any pod")
 	fs.IntVar(&workers, "workers", 0, "bindings and status writes in flight (default 256)")
 	fs.Float64Var(&eventQPS, "event-qps", 0, "Event writes per second (Scheduled, FailedScheduling); 0: 50, negative: no limit")
 	fs.IntVar(&eventBurst, "event-burst", 0, "Event writes allowed in a burst (0: 100)")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, sf.logLevel)
+	log, err := fs.logger(stderr)
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := sf.connect("scheduler")
+	rc, js, closeNATS, err := fs.connectService("scheduler")
 	if err != nil {
 		return err
 	}

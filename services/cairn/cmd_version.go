@@ -10,7 +10,7 @@ import (
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("version", stderr)
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, versionString())

@@ -1,64 +1,64 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
 )
 
-// serviceFlags are the connection flags of every service that runs as its
-// own process next to a `cairn up` (controller-manager, scheduler,
-// kubelet): by default it finds its kubeconfig and the NATS URL in the
-// data directory of that `cairn up`.
-type serviceFlags struct {
-	dataDir, kubeconfig, natsURL, logLevel string
-	// kubeconfigFile is the default kubeconfig's name in the data dir.
-	kubeconfigFile string
-}
-
-func (f *serviceFlags) register(fs *flag.FlagSet, kubeconfigFile string) {
-	f.kubeconfigFile = kubeconfigFile
-	fs.StringVar(&f.dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up`: its kubeconfig for this service and its NATS endpoint are used unless given below")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to reach the apiserver (default <data-dir>/"+kubeconfigFile+")")
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS URL of the log (default from <data-dir>/"+endpoints.File+")")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-}
-
-// connect builds the rest config and the JetStream client; close closes
-// the NATS connection.
-func (f *serviceFlags) connect(name string) (rc *rest.Config, js jetstream.JetStream, close func(), err error) {
-	path := f.kubeconfig
-	if path == "" {
-		path = filepath.Join(f.dataDir, f.kubeconfigFile)
-	}
-	url := f.natsURL
-	if url == "" {
-		ep, err := endpoints.Read(endpoints.Path(f.dataDir))
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("no --nats-url and no running cairn up in %s: %w", f.dataDir, err)
-		}
-		url = ep.NATS
-	}
-	rc, err = clientcmd.BuildConfigFromFlags("", path)
+// connectService builds the rest config (no client-side rate limit:
+// services are trusted) and the JetStream client of a service (see
+// serviceFlags); close closes the NATS connection.
+func (f *cmdFlags) connectService(name string) (rc *rest.Config, js jetstream.JetStream, close func(), err error) {
+	rc, err = f.restConfig()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, nil, err
 	}
 	rc.QPS, rc.Burst = -1, -1
-	nc, err := nats.Connect(url, nats.Name("cairn-"+name), nats.MaxReconnects(-1))
+	ep, err := f.endpoints()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, nil, nil, err
 	}
-	js, err = jetstream.New(nc)
+	nc, js, err := connectNATS(ep.NATS, "cairn-"+name, nats.MaxReconnects(-1))
 	if err != nil {
-		nc.Close()
-		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
+		return nil, nil, nil, err
 	}
 	return rc, js, nc.Close, nil
+}
+
+// connectLog opens etcd and JetStream clients for the tools that read both
+// (events tail and verify).
+func (f *cmdFlags) connectLog() (*clientv3.Client, *nats.Conn, jetstream.JetStream, error) {
+	ep, err := f.endpoints()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: ep.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallRecvMsgSize: 1 << 30})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("etcd: %w", err)
+	}
+	nc, js, err := connectNATS(ep.NATS, "cairn-events")
+	if err != nil {
+		cli.Close()
+		return nil, nil, nil, err
+	}
+	return cli, nc, js, nil
+}
+
+func connectNATS(url, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, append(opts, nats.Name(name))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	historycli "github.com/cairn-dev/cairn/projections/history/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -25,11 +24,11 @@ func commands() []command {
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
 		{"kubelet", "run a node: real pods on containerd (--runtime cri) or many hollow nodes (--runtime hollow)", runKubelet},
-		{"timeline", "the life of an object and its causal chain, from the log", history(historycli.Timeline)},
-		{"audit", "who changed what, and when", history(historycli.Audit)},
-		{"get", "objects as they were at a revision or time (--at)", history(historycli.Get)},
-		{"diff", "an object's changes between two points of the log", history(historycli.Diff)},
-		{"replay", "rebuild a data directory (etcd and the log) from the log alone", history(historycli.Replay)},
+		{"timeline", "the life of an object and its causal chain, from the log", runTimeline},
+		{"audit", "who changed what, and when", runAudit},
+		{"get", "objects as they were at a revision or time (--at)", runGet},
+		{"diff", "an object's changes between two points of the log", runDiff},
+		{"replay", "rebuild a data directory (etcd and the log) from the log alone", runReplay},
 		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
 		{"version", "print the version", runVersion},
 	}
@@ -91,9 +90,18 @@ func usage(w io.Writer) {
 // newLogger returns a text logger to w at level, one of debug, info, warn
 // and error.
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// parseLevel parses a --log-level flag: debug, info, warn or error.
+func parseLevel(level string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return 0, fmt.Errorf("log level %q: %w", level, err)
+	}
+	return l, nil
 }

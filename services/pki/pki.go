@@ -210,16 +210,39 @@ func ClientIdentity(cs *tls.ConnectionState) (user string, groups []string, ok b
 	return c.Subject.CommonName, slices.Clone(c.Subject.Organization), true
 }
 
+// LoadCA reads the CA of an existing PKI in dir and creates nothing: the
+// result issues client certificates (IssueClient) for another process
+// than the one that owns dir, such as a kubelet joining the cluster of a
+// running `cairn up`; its other certificate fields are empty. A dir without
+// ca.crt is an error satisfying errors.Is(err, fs.ErrNotExist); one
+// without ca.key next to ca.crt is ErrMissingKey.
+func LoadCA(dir string) (*PKI, error) {
+	p := &PKI{Dir: dir}
+	if err := p.readCA(); err != nil {
+		return nil, err
+	}
+	p.CAPool = x509.NewCertPool()
+	p.CAPool.AddCert(p.CACert)
+	return p, nil
+}
+
 // loadOrCreateCA reads ca.crt and ca.key, or creates both when ca.crt does
 // not exist. ca.crt is written last, so it marks a complete CA.
 func (p *PKI) loadOrCreateCA() error {
+	err := p.readCA()
+	if errors.Is(err, fs.ErrNotExist) { // a missing key is ErrMissingKey, not this
+		return p.createCA(filepath.Join(p.Dir, CACertFile), filepath.Join(p.Dir, CAKeyFile))
+	}
+	return err
+}
+
+// readCA reads ca.crt and ca.key. A missing ca.crt is an error wrapping
+// fs.ErrNotExist, a missing ca.key ErrMissingKey.
+func (p *PKI) readCA() error {
 	certPath := filepath.Join(p.Dir, CACertFile)
 	keyPath := filepath.Join(p.Dir, CAKeyFile)
 	certPEM, err := os.ReadFile(certPath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return p.createCA(certPath, keyPath)
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("pki: read CA: %w", err)
 	}
 	keyPEM, err := os.ReadFile(keyPath)

@@ -8,7 +8,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -246,6 +248,75 @@ func TestMissingCAKey(t *testing.T) {
 	if !errors.Is(err, ErrMissingKey) {
 		t.Fatalf("Load = %v, want ErrMissingKey", err)
 	}
+}
+
+// TestLoadCA: LoadCA reads the CA of an existing PKI and issues client
+// certificates the PKI's owner verifies, writing nothing; without a CA it
+// fails and creates nothing.
+func TestLoadCA(t *testing.T) {
+	owner := mustLoad(t, t.TempDir(), nil)
+	noKey := t.TempDir()
+	mustLoad(t, noKey, nil)
+	remove(t, noKey, CAKeyFile)
+	tests := []struct {
+		name    string
+		dir     string
+		wantErr error // nil: loads
+	}{
+		{name: "existing PKI", dir: owner.Dir},
+		{name: "no PKI", dir: filepath.Join(t.TempDir(), "pki"), wantErr: fs.ErrNotExist},
+		{name: "CA without key", dir: noKey, wantErr: ErrMissingKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := dirState(t, tt.dir)
+			p, err := LoadCA(tt.dir)
+			if after := dirState(t, tt.dir); after != before {
+				t.Errorf("LoadCA changed %s:\n%s\nwas\n%s", tt.dir, after, before)
+			}
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("LoadCA = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			certPEM, _, err := p.IssueClient("system:node:n1", []string{"system:nodes"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cert := verifyClient(t, owner, certPEM); cert.Subject.CommonName != "system:node:n1" {
+				t.Errorf("CN = %q", cert.Subject.CommonName)
+			}
+			if !bytes.Equal(p.CAPEM, owner.CAPEM) {
+				t.Error("CAPEM differs from the owner's")
+			}
+		})
+	}
+}
+
+// dirState lists dir's files with their sizes and modification times
+// ("missing" when dir does not exist).
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "missing"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %d %s\n", e.Name(), info.Size(), info.ModTime().Format(time.RFC3339Nano))
+	}
+	return b.String()
 }
 
 func TestIssueClient(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"path/filepath"
 	"strings"
@@ -56,15 +57,25 @@ func TestCommands(t *testing.T) {
 		})
 	}
 	var stderr bytes.Buffer
-	if err := cli.Timeline(t.Context(), []string{"--bogus"}, io.Discard, &stderr); !errors.Is(err, cli.ErrUsage) {
+	if err := cli.Timeline(t.Context(), envOf("timeline", &stderr), []string{"--bogus"}, io.Discard); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("bad flag: %v, want ErrUsage", err)
 	}
-	if err := cli.Timeline(t.Context(), append([]string{"pod/nope"}, db...), io.Discard, io.Discard); err == nil ||
+	if err := cli.Timeline(t.Context(), envOf("timeline", io.Discard), append([]string{"pod/nope"}, db...), io.Discard); err == nil ||
 		strings.Contains(err.Error(), "\n") {
 		t.Errorf("unknown object: %v, want a one-line error", err)
 	}
 }
 
-func cmdOf(f func(ctx context.Context, args []string, stdout, stderr io.Writer) error) func([]string, io.Writer) error {
-	return func(args []string, out io.Writer) error { return f(context.Background(), args, out, io.Discard) }
+func cmdOf(f func(ctx context.Context, env cli.Env, args []string, stdout io.Writer) error) func([]string, io.Writer) error {
+	return func(args []string, out io.Writer) error {
+		return f(context.Background(), envOf("test", io.Discard), args, out)
+	}
+}
+
+// envOf is the Env of a command that is only given --db: a bare flag set
+// and no cluster.
+func envOf(name string, stderr io.Writer) cli.Env {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return cli.Env{Flags: fs}
 }

@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/projections/history/web"
@@ -29,20 +27,34 @@ var ErrUsage = errors.New("usage")
 // Prefix is where the lead mounts web.Handler on the apiserver.
 const Prefix = "/history/"
 
-// conn are the flags that locate the history: a running cluster's API
-// (through its kubeconfig) or a store file opened directly.
-type conn struct {
-	dataDir    string
-	kubeconfig string
-	db         string
-	natsURL    string
-	namespace  string // of the object, for commands about one
-	output     string
+// Env is what the binary gives a command: its flag set, on which the
+// binary has registered the flags its commands share (--data-dir and
+// --kubeconfig, so that every cairn command spells and resolves them
+// alike), and how to reach the cluster those flags name.
+type Env struct {
+	// Flags is the command's flag set; it reports errors rather than
+	// exiting (flag.ContinueOnError). The command adds its own flags and
+	// parses it.
+	Flags *flag.FlagSet
+	// RESTConfig returns the config of the apiserver that the parsed flags
+	// name. The query commands call it unless --db is given; nil is fine
+	// for callers that always give --db.
+	RESTConfig func() (*rest.Config, error)
 }
 
-func (c *conn) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.dataDir, "data-dir", "./.cairn", "data directory of a running `cairn up` (its kubeconfig locates the apiserver)")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the apiserver serving "+Prefix+" (default <data-dir>/kubeconfig)")
+// conn are the flags that locate the history: a running cluster's API
+// (Env.RESTConfig) or a store file opened directly.
+type conn struct {
+	env       Env
+	db        string
+	natsURL   string
+	namespace string // of the object, for commands about one
+	output    string
+}
+
+func (c *conn) register(env Env) {
+	c.env = env
+	fs := env.Flags
 	fs.StringVar(&c.db, "db", "", "query this history store file directly instead of the apiserver")
 	fs.StringVar(&c.natsURL, "nats-url", "", "with --db: bring the store up to date from this NATS first")
 	fs.StringVar(&c.output, "o", "text", "output: text or json")
@@ -52,9 +64,9 @@ func (c *conn) register(fs *flag.FlagSet) {
 func (c *conn) asJSON() bool { return c.output == "json" }
 
 // registerObject registers the flags of a command about one object.
-func (c *conn) registerObject(fs *flag.FlagSet) {
-	c.register(fs)
-	fs.StringVar(&c.namespace, "n", "default", "namespace of the object (empty for a cluster-scoped one)")
+func (c *conn) registerObject(env Env) {
+	c.register(env)
+	env.Flags.StringVar(&c.namespace, "n", "default", "namespace of the object (empty for a cluster-scoped one)")
 }
 
 // client answers API requests, remotely or from a local store.
@@ -67,17 +79,16 @@ func (c *conn) open(ctx context.Context) (*client, error) {
 	if c.db != "" {
 		return c.openLocal(ctx)
 	}
-	kc := c.kubeconfig
-	if kc == "" {
-		kc = filepath.Join(c.dataDir, "kubeconfig")
+	if c.env.RESTConfig == nil {
+		return nil, errors.New("no cluster to query: give --db")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	cfg, err := c.env.RESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kc, err)
+		return nil, err
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kc, err)
+		return nil, fmt.Errorf("history api: %w", err)
 	}
 	base := strings.TrimSuffix(cfg.Host, "/") + Prefix
 	return &client{
@@ -182,8 +193,8 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int, ok func() bool) 
 
 // openObject parses the flags and the <kind>/<name> argument of a command
 // about one object, then opens the history; q names the object.
-func (c *conn) openObject(ctx context.Context, fs *flag.FlagSet, args []string, ok func() bool) (cl *client, q url.Values, err error) {
-	pos, err := parse(fs, args, 1, 1, ok)
+func (c *conn) openObject(ctx context.Context, args []string, ok func() bool) (cl *client, q url.Values, err error) {
+	pos, err := parse(c.env.Flags, args, 1, 1, ok)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,12 +206,6 @@ func (c *conn) openObject(ctx context.Context, fs *flag.FlagSet, args []string, 
 		return nil, nil, err
 	}
 	return cl, url.Values{"kind": {kind}, "name": {name}, "namespace": {c.namespace}}, nil
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("cairn "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
 }
 
 // splitRef splits "kind/name".

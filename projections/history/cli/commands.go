@@ -18,7 +18,7 @@ import (
 	"github.com/cairn-dev/cairn/projections/history/store"
 	"github.com/cairn-dev/cairn/projections/history/timeline"
 	"github.com/cairn-dev/cairn/projections/history/travel"
-	"github.com/cairn-dev/cairn/services/cairn/up/endpoints"
+	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 )
 
 // done maps -h to success.
@@ -30,15 +30,15 @@ func done(err error) error {
 }
 
 // Timeline is `cairn timeline <kind>/<name> [-n ns] [--uid U] [-o json] [--follow]`.
-func Timeline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Timeline(ctx context.Context, env Env, args []string, stdout io.Writer) error {
 	var c conn
 	var uid string
 	var follow bool
-	fs := newFlagSet("timeline", stderr)
-	c.registerObject(fs)
+	fs := env.Flags
+	c.registerObject(env)
 	fs.StringVar(&uid, "uid", "", "this incarnation of the name (default the latest)")
 	fs.BoolVar(&follow, "follow", false, "keep printing new steps")
-	cl, q, err := c.openObject(ctx, fs, args, nil)
+	cl, q, err := c.openObject(ctx, args, nil)
 	if err != nil {
 		return done(err)
 	}
@@ -82,11 +82,11 @@ func Timeline(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // Audit is `cairn audit [--user U] [--verb V] [--kind K] [-n N] [--name X]
 // [--since D|T] [--until T] [--limit N] [-o json]`.
-func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Audit(ctx context.Context, env Env, args []string, stdout io.Writer) error {
 	var c conn
 	q := url.Values{}
-	fs := newFlagSet("audit", stderr)
-	c.register(fs)
+	fs := env.Flags
+	c.register(env)
 	for _, f := range []struct{ name, usage string }{
 		{"user", "only changes by this user"}, {"verb", "only this verb (create, update, patch, delete, ...)"},
 		{"kind", "only this kind or resource"}, {"namespace", "only this namespace"}, {"name", "only objects of this name"},
@@ -115,11 +115,11 @@ func Audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // Get is `cairn get <kind> [name] --at <revision|RFC3339> [-n ns] [-o json]`.
-func Get(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Get(ctx context.Context, env Env, args []string, stdout io.Writer) error {
 	var c conn
 	var ns, at string
-	fs := newFlagSet("get", stderr)
-	c.register(fs)
+	fs := env.Flags
+	c.register(env)
 	fs.StringVar(&ns, "n", "", "namespace (default all for a list, required for namespaced objects)")
 	fs.StringVar(&at, "at", "", "revision or RFC 3339 time (default the head)")
 	pos, err := parse(fs, args, 1, 2, nil)
@@ -171,14 +171,14 @@ func writeIndented(w io.Writer, raw json.RawMessage) error {
 }
 
 // Diff is `cairn diff <kind>/<name> --from T1 --to T2 [-n ns] [-o json]`.
-func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Diff(ctx context.Context, env Env, args []string, stdout io.Writer) error {
 	var c conn
 	var from, to string
-	fs := newFlagSet("diff", stderr)
-	c.registerObject(fs)
+	fs := env.Flags
+	c.registerObject(env)
 	fs.StringVar(&from, "from", "", "revision or RFC 3339 time (required)")
 	fs.StringVar(&to, "to", "", "revision or RFC 3339 time (default the head)")
-	cl, q, err := c.openObject(ctx, fs, args, func() bool { return from != "" })
+	cl, q, err := c.openObject(ctx, args, func() bool { return from != "" })
 	if err != nil {
 		return done(err)
 	}
@@ -201,14 +201,15 @@ func Diff(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // Replay is `cairn replay --to <revision|RFC3339> --data-dir D
 // [--nats-url U | --from-data-dir S] [--fsync]`.
-func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// It takes no shared flags: its --data-dir is the directory it builds.
+func Replay(ctx context.Context, env Env, args []string, stdout io.Writer) error {
 	var to, dataDir, natsURL, from string
 	var fsync bool
-	fs := newFlagSet("replay", stderr)
+	fs := env.Flags
 	fs.StringVar(&to, "to", "", "last revision or RFC 3339 time to replay (default the whole log)")
 	fs.StringVar(&dataDir, "data-dir", "", "new data directory to build (required; must not hold etcd/ or nats/)")
 	fs.StringVar(&natsURL, "nats-url", "", "NATS of the log to replay")
-	fs.StringVar(&from, "from-data-dir", "./.cairn", "data directory of the running `cairn up` whose log to replay (instead of --nats-url)")
+	fs.StringVar(&from, "from-data-dir", "./.cairn", "data directory of the running cairn up whose log to replay (instead of --nats-url)")
 	fs.BoolVar(&fsync, "fsync", false, "fsync every etcd commit (default: one sync at the end)")
 	if _, err := parse(fs, args, 0, 0, func() bool { return dataDir != "" }); err != nil {
 		return done(err)

@@ -8,9 +8,11 @@
 //	cairn replay --to <revision|RFC3339> --data-dir D [--nats-url U | --from-data-dir S]
 //
 // The query commands call the history API the apiserver serves under
-// Prefix (web.Handler), authenticated with the kubeconfig of the data
-// directory; with --db they open a store file directly instead (and with
-// --nats-url bring it up to date from the log first). Replay reads the log
-// from NATS. Each command parses its own flags; a flag error prints the
-// usage and returns ErrUsage.
+// Prefix (web.Handler), with the rest config the binary resolves from the
+// flags it shares with its other commands (Env: --kubeconfig, KUBECONFIG,
+// --data-dir, as services/cairn documents); with --db they open a store
+// file directly instead (and with --nats-url bring it up to date from the
+// log first). Replay reads the log from NATS. Each command adds its own
+// flags to Env.Flags and parses it; a flag error prints the usage and
+// returns ErrUsage.
 package cli

@@ -206,7 +206,29 @@ func testDeployment(name string, replicas int32) *appsv1.Deployment {
 	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "c", Image: "busybox:1.36"})
 }
 
-const podsPath = "/api/v1/namespaces/default/pods"
+const (
+	podsPath     = "/api/v1/namespaces/default/pods"
+	servicesPath = "/api/v1/namespaces/default/services"
+)
+
+// invalidCase is one request the apiserver must refuse with 422 Invalid.
+type invalidCase struct {
+	name string
+	send func() error
+	// wantCauses are the fields of the causes, sorted.
+	wantCauses []string
+}
+
+// runInvalidCases sends each case as a subtest and checks it with
+// wantInvalid.
+func runInvalidCases(t *testing.T, env *controlplanetest.Env, group, kind string, tests []invalidCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantInvalid(t, env, group, kind, tt.wantCauses, tt.send)
+		})
+	}
+}
 
 // wantInvalid checks that send is refused with 422 Invalid for kind, with
 // causes on exactly the fields named, and that nothing was written.

@@ -183,11 +183,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 			return err
 		}
 	}
-	tests := []struct {
-		name       string
-		send       func() error
-		wantCauses []string
-	}{
+	runInvalidCases(t, env, "policy", "PodDisruptionBudget", []invalidCase{
 		{"both set", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MaxUnavailable = ptr(intstr.FromInt32(1)) }),
 			[]string{"spec"}},
 		{"negative minAvailable", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = ptr(intstr.FromInt32(-1)) }),
@@ -208,12 +204,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 		}), []string{"status.disruptionsAllowed", "status.expectedPods"}},
 		{"condition status", update(true, func(p *policyv1.PodDisruptionBudget) { p.Status.Conditions[0].Status = "Maybe" }),
 			[]string{"status.conditions[0].status"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantInvalid(t, env, "policy", "PodDisruptionBudget", tt.wantCauses, tt.send)
-		})
-	}
+	})
 	if _, err := pdbs.Get(ctx, "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of a refused budget: %v, want NotFound", err)
 	}

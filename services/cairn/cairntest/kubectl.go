@@ -144,6 +144,31 @@ func Run(t testing.TB, timeout time.Duration, name string, args ...string) Resul
 	return run(exec.CommandContext(ctx, name, args...), filepath.Base(name), args)
 }
 
+// RunIn is Run in the working directory dir, with env (NAME=value) in
+// place of the same variables of the test's environment; an entry "NAME="
+// with no value removes NAME.
+func RunIn(t testing.TB, timeout time.Duration, dir string, env []string, name string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	replaced := map[string]bool{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		replaced[k] = true
+		if v != "" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !replaced[k] {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return run(cmd, filepath.Base(name), args)
+}
+
 func run(cmd *exec.Cmd, name string, args []string) Result {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

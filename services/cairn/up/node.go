@@ -15,8 +15,8 @@ import (
 )
 
 // KubeletKubeconfig is the kubeconfig (user system:node:<name>, group
-// system:nodes) that `cairn up` writes for its node; `cairn kubelet` uses
-// it by default.
+// system:nodes) that `cairn up` writes for its own node. A node added with
+// `cairn kubelet` gets one of its own (package join).
 const KubeletKubeconfig = "kubelet.kubeconfig"
 
 // nodeService runs one real node in process (kubelet.RunNode): a private

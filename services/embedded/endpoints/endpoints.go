@@ -1,7 +1,9 @@
 // Package endpoints is the file in which `cairn up` tells other cairn
-// commands (events, timeline, replay, ...) where the running cluster's etcd,
-// NATS and apiserver are. It is a leaf package so that the commands and the
-// projections can read the file without importing up.
+// commands (events, timeline, replay, kubelet, ...) where the running
+// cluster's etcd, NATS and apiserver are. It is a leaf package next to the
+// embedded servers whose addresses it records, so that the commands and
+// the projections (projections/history/cli) read the file without
+// importing services/cairn.
 package endpoints
 
 import (
