@@ -8,11 +8,13 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets
-//	apps/v1                 deployments, replicasets
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services, endpoints
+//	apps/v1                 controllerrevisions, daemonsets, deployments, replicasets, statefulsets
+//	batch/v1                cronjobs, jobs
 //	policy/v1               poddisruptionbudgets
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
+//	discovery.k8s.io/v1     endpointslices
 //
 // Lookup finds a resource by group, version and plural (the URL form),
 // ByKind by GroupVersionKind. All lists them in a stable order and Groups
@@ -39,9 +41,15 @@
 // namespaces Active with the "kubernetes" finalizer), keep status from the
 // old object on a main-resource update, and set metadata.generation to 1 on
 // create and bump it when the spec changes (pods, deployments, replicasets,
-// poddisruptionbudgets; deployments also when annotations change). Kinds kube does not track a
+// daemonsets, statefulsets, jobs, cronjobs, poddisruptionbudgets;
+// deployments also when annotations change). Kinds kube does not track a
 // generation for (configmaps, secrets, events, leases, priorityclasses,
-// nodes, namespaces) keep generation 0, as in Kubernetes. The update funcs
+// nodes, namespaces) keep generation 0, as in
+// Kubernetes. A Job's create also generates its selector (its UID, which
+// the apiserver sets before PrepareForCreate) and the job-name and
+// controller-uid template labels, unless spec.manualSelector is set; a
+// DaemonSet keeps the deprecated.daemonset.template.generation annotation,
+// which counts template changes. The update funcs
 // start by copying the old generation into the new object, as kube's
 // rest.BeforeUpdate does, so a client cannot set it.
 //

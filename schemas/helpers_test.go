@@ -19,9 +19,9 @@ func testRegistry() *Registry {
 	return NewRegistry(WithClock(func() time.Time { return testNow }))
 }
 
-func mustLookup(t *testing.T, r *Registry, group, plural string) *Resource {
+func mustLookup(t testing.TB, r *Registry, group, plural string) *Resource {
 	t.Helper()
-	gv := map[string]string{"": "v1", "apps": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1"}
+	gv := map[string]string{"": "v1", "apps": "v1", "batch": "v1", "coordination.k8s.io": "v1", "policy": "v1", "scheduling.k8s.io": "v1", "discovery.k8s.io": "v1"}
 	res, ok := r.Lookup(group, gv[group], plural)
 	if !ok {
 		t.Fatalf("no resource %s/%s", group, plural)
@@ -93,4 +93,15 @@ func created[T Object](res *Resource, obj T) T {
 	res.PrepareForCreate(obj)
 	obj.SetResourceVersion("5")
 	return obj
+}
+
+// wantCreateErrors runs mutate and the create pipeline (Default,
+// PrepareForCreate) on obj and checks ValidateCreate against want with
+// wantDetails.
+func wantCreateErrors[T Object](t *testing.T, res *Resource, obj T, mutate func(T), want []string) {
+	t.Helper()
+	mutate(obj)
+	res.Default(obj)
+	res.PrepareForCreate(obj)
+	wantDetails(t, res.ValidateCreate(obj), want)
 }

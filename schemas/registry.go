@@ -5,8 +5,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -39,13 +41,17 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// policy 17100, rbac.authorization.k8s.io 17000, scheduling.k8s.io 16600, coordination.k8s.io 16500).
+// batch 17400, policy 17100, rbac.authorization.k8s.io 17000,
+// scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
+// 16200).
 var (
 	gvCore         = schema.GroupVersion{Version: "v1"}
 	gvApps         = schema.GroupVersion{Group: "apps", Version: "v1"}
+	gvBatch        = schema.GroupVersion{Group: "batch", Version: "v1"}
 	gvPolicy       = schema.GroupVersion{Group: "policy", Version: "v1"}
 	gvScheduling   = schema.GroupVersion{Group: "scheduling.k8s.io", Version: "v1"}
 	gvCoordination = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	gvDiscovery    = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
 )
 
 // NewRegistry returns a Registry with all built-in resources.
@@ -60,23 +66,31 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvPolicy, gvRBAC, gvScheduling, gvCoordination}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
 	for _, res := range slices.Concat([]*Resource{
 		configMapResource(r.clock),
+		endpointsResource(r.clock),
 		eventResource(r.clock),
 		namespaceResource(r.clock),
 		nodeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
+		serviceResource(r.clock),
+		controllerRevisionResource(r.clock),
+		daemonSetResource(r.clock),
 		deploymentResource(r.clock),
 		replicaSetResource(r.clock),
+		statefulSetResource(r.clock),
+		cronJobResource(r.clock),
+		jobResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
 	}, rbacResources(r.clock), []*Resource{
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
+		endpointSliceResource(r.clock),
 	}) {
 		r.all = append(r.all, res)
 		r.byGVR[res.GVR()] = res
@@ -126,10 +140,12 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(appsv1.AddToScheme(s))
+	utilruntime.Must(batchv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(rbacv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))
+	utilruntime.Must(discoveryv1.AddToScheme(s))
 	// corev1 registered the unversioned meta types (Status, WatchEvent, list
 	// options); meta.k8s.io/v1 adds Table and PartialObjectMetadata.
 	utilruntime.Must(metav1.AddMetaToScheme(s))

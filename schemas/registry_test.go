@@ -26,8 +26,16 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
+		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
+		{"", "v1", "endpoints", "Endpoints", true, []string{"ep"}, nil, nil},
+		{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
+		{"apps", "v1", "controllerrevisions", "ControllerRevision", true, nil, nil, nil},
+		{"apps", "v1", "daemonsets", "DaemonSet", true, []string{"ds"}, []string{"all"}, []string{"status"}},
+		{"apps", "v1", "statefulsets", "StatefulSet", true, []string{"sts"}, []string{"all"}, []string{"status", "scale"}},
+		{"batch", "v1", "jobs", "Job", true, nil, []string{"all"}, []string{"status"}},
+		{"batch", "v1", "cronjobs", "CronJob", true, []string{"cj"}, []string{"all"}, []string{"status"}},
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
 		{"coordination.k8s.io", "v1", "leases", "Lease", true, nil, nil, nil},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, []string{"pc"}, nil, nil},
@@ -71,8 +79,8 @@ func TestRegistryLookup(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := r.Lookup("", "v1", "services"); ok {
-		t.Error("services are not served")
+	if _, ok := r.Lookup("", "v1", "replicationcontrollers"); ok {
+		t.Error("replicationcontrollers are not served")
 	}
 	if _, ok := r.Lookup("apps", "v1beta1", "deployments"); ok {
 		t.Error("apps/v1beta1 is not served")
@@ -82,8 +90,9 @@ func TestRegistryLookup(t *testing.T) {
 func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
-		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "policy", Version: "v1"},
+		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "discovery.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
 		t.Errorf("Groups() = %v", got)
@@ -92,8 +101,8 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "events", "namespaces", "nodes", "pods", "secrets", "deployments", "replicasets", "poddisruptionbudgets",
-		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "priorityclasses", "leases"}
+	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -34,6 +34,12 @@ type Resource struct {
 	// Verbs the resource serves, as discovery lists them; nil means every
 	// verb of a stored resource.
 	Verbs []string
+	// OrphanByDefault is kube's DefaultGarbageCollectionPolicy
+	// OrphanDependents: a delete that names no propagation policy (and
+	// finds no GC finalizer on the object) orphans the dependents, as
+	// batch/v1 Jobs do for backward compatibility. Otherwise the default is
+	// Background.
+	OrphanByDefault bool
 
 	New     func() Object
 	NewList func() runtime.Object

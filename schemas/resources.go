@@ -221,10 +221,12 @@ func validateStatusUpdate(obj, old Object) (field.ErrorList, bool) {
 		errs = validateDeploymentStatusUpdate(o, old.(*appsv1.Deployment))
 	case *appsv1.ReplicaSet:
 		errs = validateReplicaSetStatusUpdate(o, old.(*appsv1.ReplicaSet))
+	case *corev1.Service:
+		errs = validateServiceStatusUpdate(o, old.(*corev1.Service))
 	case *policyv1.PodDisruptionBudget:
 		errs = validatePodDisruptionBudgetStatusUpdate(o, old.(*policyv1.PodDisruptionBudget))
 	default:
-		return nil, false
+		return workloadStatusUpdate(obj, old)
 	}
 	return errs, true
 }

@@ -477,11 +477,7 @@ func TestValidatePodDisruptionBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pdb := newPodDisruptionBudget("web")
-			tt.mutate(pdb)
-			res.Default(pdb)
-			res.PrepareForCreate(pdb)
-			wantDetails(t, res.ValidateCreate(pdb), tt.want)
+			wantCreateErrors(t, res, newPodDisruptionBudget("web"), tt.mutate, tt.want)
 		})
 	}
 }

@@ -184,21 +184,6 @@ func NewCache[T Object](cfg CacheConfig[T]) (*Cache[T], error) {
 	return c, nil
 }
 
-// SharedOr is shared when it is not nil (a cache another consumer of the
-// process built and runs); otherwise a new Cache from cfg, appended to own
-// for the caller to run.
-func SharedOr[T Object](shared *Cache[T], cfg CacheConfig[T], own *[]Runner) (*Cache[T], error) {
-	if shared != nil {
-		return shared, nil
-	}
-	c, err := NewCache(cfg)
-	if err != nil {
-		return nil, err
-	}
-	*own = append(*own, c)
-	return c, nil
-}
-
 // Resource is the resource the cache holds.
 func (c *Cache[T]) Resource() schema.GroupVersionResource { return c.cfg.Resource }
 

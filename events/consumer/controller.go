@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
 // Request is one unit of work: reconcile the object with this key.
@@ -119,6 +120,10 @@ type Controller struct {
 	log     *slog.Logger
 	queue   *Queue
 	running atomic.Bool
+
+	// resyncs queue every key of a source (For, ResyncFrom).
+	resyncMu sync.Mutex
+	resyncs  []func(cause *events.Event)
 }
 
 // NewController builds a controller. Keys can be queued (Enqueue) before
@@ -255,6 +260,48 @@ func Watch[T Object](cache *Cache[T], ctrl *Controller, keys func(obj T) []strin
 	})
 }
 
+// For is Watch, and makes cache a resync source of ctrl: Resync (a
+// sharded replica's takeover) queues keys(obj) of every object in cache.
+// A controller is For the resource whose objects it reconciles.
+func For[T Object](cache *Cache[T], ctrl *Controller, keys func(obj T) []string) {
+	Watch(cache, ctrl, keys)
+	ResyncFrom(cache, ctrl, keys)
+}
+
+// ResyncFrom makes cache a resync source of ctrl (see For) without
+// watching it: for a controller with handlers of its own.
+func ResyncFrom[T Object](cache *Cache[T], ctrl *Controller, keys func(obj T) []string) {
+	if keys == nil {
+		keys = func(obj T) []string { return []string{KeyOf(obj)} }
+	}
+	ctrl.OnResync(func(cause *events.Event) {
+		for _, obj := range cache.List(nil) {
+			for _, k := range keys(obj) {
+				ctrl.Enqueue(k, cause)
+			}
+		}
+	})
+}
+
+// OnResync adds f to what Resync does: f queues, with cause, the keys it
+// must (ResyncFrom is OnResync for a cache).
+func (c *Controller) OnResync(f func(cause *events.Event)) {
+	c.resyncMu.Lock()
+	defer c.resyncMu.Unlock()
+	c.resyncs = append(c.resyncs, f)
+}
+
+// Resync queues, with cause, the keys of every object of the controller's
+// resync sources (For, ResyncFrom); Owns drops those of other replicas.
+func (c *Controller) Resync(cause *events.Event) {
+	c.resyncMu.Lock()
+	rs := append([]func(*events.Event){}, c.resyncs...)
+	c.resyncMu.Unlock()
+	for _, r := range rs {
+		r(cause)
+	}
+}
+
 // OwnerKeys maps an object to the key of its controller (the ownerReference
 // with controller: true) if that controller is of the given kind: the pods
 // of a ReplicaSet queue the ReplicaSet with OwnerKeys[*corev1.Pod]("ReplicaSet").
@@ -269,29 +316,15 @@ func OwnerKeys[T Object](kind string) func(obj T) []string {
 	}
 }
 
-// Runner is a long-running part: a *Cache, a *Controller.
-type Runner interface {
-	Run(ctx context.Context) error
-}
+// Runner is a long-running part: a *Cache, a *Controller, a *Manager
+// (supervisor.Runner: Run blocks until ctx is done and returns after every
+// goroutine it started).
+type Runner = supervisor.Runner
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc = supervisor.RunnerFunc
 
 // RunAll runs every runner until ctx ends or one of them fails; then it
-// cancels the others, waits for all of them, and returns the first error.
-func RunAll(ctx context.Context, runners ...Runner) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for _, r := range runners {
-		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				once.Do(func() { first = err })
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
+// cancels the others, waits for all of them, and returns the first error
+// (supervisor.RunAll).
+func RunAll(ctx context.Context, runners ...Runner) error { return supervisor.RunAll(ctx, runners...) }

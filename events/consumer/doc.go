@@ -70,10 +70,10 @@
 // CacheConfig.Indexers.
 //
 // Consumers of one process share caches rather than follow the same
-// subjects twice: a typed cache is passed to each controller that needs
-// it, and Meta shows it, through metadata only, to a consumer that works
-// on any kind (the garbage collector). Events are decoded with
-// schemas/codec.
+// subjects twice: the Manager gives every consumer asking for a resource
+// the same cache, and MetaFor (Meta) shows it, through metadata only, to a
+// consumer that works on any kind (the garbage collector). Events are
+// decoded with schemas/codec.
 //
 // # Queue and controller
 //
@@ -92,6 +92,72 @@
 // ControllerConfig.Owns decides which keys this replica handles; it is
 // checked when a key is queued and before each reconcile. Scale-out
 // partitioning plugs in there.
+//
+// # The Manager: one runtime per process
+//
+// A Manager is what a consumer process (the controller manager, a
+// scheduler, a kubelet) is built on, in the spirit of controller-runtime's
+// manager. It owns:
+//
+//   - the REST config (with the process's UserAgent, its field manager) and
+//     the JetStream context;
+//   - the clients: one typed clientset, one dynamic and one discovery
+//     client on one HTTP client (Client, Dynamic, Discovery), all sending
+//     a reconcile's cause (WrapConfig);
+//   - one cache per resource, scope and type (CacheFor, MetaFor): the
+//     second consumer asking for pods gets the first one's cache, with the
+//     indexes both asked for (WithIndexers, WithMetaIndex); Partitioned
+//     caches follow only this replica's partitions when it is sharded;
+//   - the controllers (NewController), with Owns and Guard from the shard;
+//   - shared parts, one per key, such as the event recorder of a component
+//     (Shared; package services/eventrecord's ForManager), and any other
+//     Runner (Add);
+//   - the shard (ManagerOptions.Shard): a sharded Manager catches up before
+//     it uses a partition it acquired (it points its Partitioned caches at
+//     the new partitions, writes its marker Lease, waits until that write
+//     is on the log and every cache has applied the log up to it), then
+//     resyncs every controller (For, ResyncFrom) with the marker's event as
+//     the cause;
+//   - readiness: Ready (nil once it runs and every cache has synced, and no
+//     part is Starting) and WaitForSync (Ready, then WaitForLog over every
+//     cache).
+//
+// Run runs all of it, and what is registered while it runs, in one
+// supervisor.Group: it blocks until ctx ends or a part fails, and returns
+// after every goroutine has returned.
+//
+// # Adding a controller
+//
+// A controller is a package with Options, New(m *Manager, opts Options)
+// (*Controller, error) and a Reconcile. New asks m for what it needs and
+// registers the rest on it; it does no I/O:
+//
+//	func New(m *consumer.Manager, opts Options) (*Controller, error) {
+//		c := &Controller{client: m.Client()}
+//		var err error
+//		if c.jobs, err = consumer.CacheFor[*batchv1.Job](m, jobsGVR); err != nil {
+//			return nil, err
+//		}
+//		if c.pods, err = consumer.CacheFor[*corev1.Pod](m, podsGVR, consumer.Partitioned()); err != nil {
+//			return nil, err
+//		}
+//		if c.recorder, err = eventrecord.ForManager(m, eventrecord.Config{Component: "job-controller"}, 0, 0); err != nil {
+//			return nil, err
+//		}
+//		if c.ctrl, err = m.NewController(consumer.ControllerConfig{Name: "job", Reconciler: c,
+//			Workers: opts.Workers, WaitFor: []consumer.Syncer{c.jobs, c.pods}}); err != nil {
+//			return nil, err
+//		}
+//		consumer.For(c.jobs, c.ctrl, nil)                                   // its own objects
+//		consumer.Watch(c.pods, c.ctrl, consumer.OwnerKeys[*corev1.Pod]("Job")) // and what they own
+//		return c, nil
+//	}
+//
+// Then it is one line in services/controllers/manager's Controllers, which
+// both `cairn up` and `cairn controller-manager` run. Its tests build a
+// Manager with consumertest.Manager, call New, and run the Manager
+// (controlplanetest.RunSynced). Nothing else: no Run, no WaitForLog or
+// Resync of its own, no client or recorder wiring.
 //
 // # Acknowledgement and restarts
 //

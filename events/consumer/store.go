@@ -136,6 +136,22 @@ func (s *store[T]) prune(horizon time.Time) {
 	}
 }
 
+// addIndex adds an index and indexes every object under it.
+func (s *store[T]) addIndex(name string, fn IndexFunc[T]) {
+	s.indexers[name] = fn
+	s.indexes[name] = map[string]map[string]struct{}{}
+	for key, e := range s.items {
+		for _, v := range fn(e.obj) {
+			set := s.indexes[name][v]
+			if set == nil {
+				set = map[string]struct{}{}
+				s.indexes[name][v] = set
+			}
+			set[key] = struct{}{}
+		}
+	}
+}
+
 func (s *store[T]) index(key string, obj T) {
 	for name, fn := range s.indexers {
 		for _, v := range fn(obj) {

@@ -7,9 +7,14 @@
 //     nobody), /tmp (1777), /root and /var/www holding an index.html. The tag
 //     is cairn's own, fixed so that pods can name it; it is not busybox's
 //     version (Debian bookworm ships 1.35).
-//   - [PauseRef] (cairn.local/pause:3.10): the sandbox image, the static Go
-//     program in ./pause (sleeps until SIGTERM or SIGINT, reaps zombies),
-//     built with CGO_ENABLED=0 by the go tool.
+//   - [PauseRef] (cairn.local/pause:3.10): the sandbox image, a static
+//     ELF program of a few hundred bytes that this package writes itself
+//     ([PauseProgram], for amd64 and arm64): it waits until SIGTERM or
+//     SIGINT and reaps zombies, as Kubernetes' pause does.
+//
+// Nothing is compiled and nothing is read from cairn's source tree, so a
+// copied cairn binary builds both images on any machine that has Debian's
+// busybox-static (ops/node-deps.sh installs it).
 //
 // # Archives
 //
@@ -22,11 +27,10 @@
 // # Determinism
 //
 // Every timestamp is [Epoch], owners are 0:0, entries are sorted, gzip
-// headers are empty and the pause binary is built with -trimpath,
-// -buildvcs=false and an empty build id. Building twice with the same busybox
-// and the same Go toolchain gives the same digests, and Build leaves an
-// archive file untouched when its bytes would not change, so a rebuild and a
-// re-import are no-ops.
+// headers are empty and the pause program is the same bytes everywhere.
+// Building twice with the same busybox gives the same digests, and Build
+// leaves an archive file untouched when its bytes would not change, so a
+// rebuild and a re-import are no-ops.
 //
 // # Registries
 //

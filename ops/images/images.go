@@ -38,19 +38,15 @@ type Image struct {
 // inspection).
 func (i Image) V1() v1.Image { return i.img }
 
-// Options says where Build finds its inputs. The zero value works from
-// inside the cairn module with busybox-static installed.
+// Options says where Build finds its inputs. The zero value works on any
+// machine with busybox-static installed: nothing is read from a source tree
+// and no toolchain runs.
 type Options struct {
 	// Busybox is the static busybox binary; default /bin/busybox.
 	Busybox string
-	// ModuleDir is the root of the cairn module, where ./ops/images/pause is
-	// built; default: the module of the working directory (`go env GOMOD`).
-	ModuleDir string
-	// PauseBinary, when set, is used as the pause program instead of
-	// building ./ops/images/pause (for callers without the Go toolchain).
+	// PauseBinary, when set, is used as the pause program instead of the
+	// built-in one (see [PauseProgram]).
 	PauseBinary string
-	// Go is the go command; default "go" from PATH.
-	Go string
 }
 
 // ErrNoBusybox means the busybox binary is missing (install busybox-static,
@@ -74,7 +70,7 @@ func (o Options) Build(ctx context.Context, outDir string) ([]Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause, err := o.pause(ctx)
+	pause, err := o.pause()
 	if err != nil {
 		return nil, err
 	}

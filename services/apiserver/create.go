@@ -73,10 +73,16 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, err
 	}
+	// The UID and a generated name come first, as kube's Store.Create
+	// fills them in before the strategy runs: a Job's PrepareForCreate
+	// selects its pods by its UID and labels them with its name.
+	obj.SetUID(uuid.NewUUID())
+	if generated {
+		obj.SetName(obj.GetGenerateName() + rand.String(5))
+	}
 	if q.res.PrepareForCreate != nil {
 		q.res.PrepareForCreate(obj)
 	}
-	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(1e9)))
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
@@ -89,32 +95,46 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 		obj.SetGeneration(1)
 	}
 	for attempt := 0; ; attempt++ {
-		if generated {
+		if generated && attempt > 0 {
 			obj.SetName(obj.GetGenerateName() + rand.String(5))
 		}
+		// A Service gets its cluster IP and node ports before validation,
+		// as in kube (services.go); out is then a copy of obj.
+		w, err := s.newServiceWrite(q, obj, nil)
+		if err != nil {
+			return nil, err
+		}
+		out, err := w.assign(q, obj)
+		if err != nil {
+			return nil, err
+		}
 		if q.res.ValidateCreate != nil {
-			if errs := q.res.ValidateCreate(obj); len(errs) > 0 {
-				return nil, invalid(q.res, obj.GetName(), errs)
+			if errs := q.res.ValidateCreate(out); len(errs) > 0 {
+				return nil, invalid(q.res, out.GetName(), errs)
 			}
 		}
-		rev, err := s.storeCreate(q, obj)
+		rev, err := s.storeCreate(q, out, w)
 		if errors.Is(err, storage.ErrExists) {
 			if generated && attempt < 3 {
 				continue
 			}
-			return nil, apierrors.NewAlreadyExists(q.res.GroupResource(), obj.GetName())
+			return nil, apierrors.NewAlreadyExists(q.res.GroupResource(), out.GetName())
+		}
+		if err = w.failed(s, q, err); errors.Is(err, storage.ErrConflict) {
+			attempt-- // not a name clash
+			continue
 		}
 		if err != nil {
 			return nil, err
 		}
 		if isDryRun(q) {
-			return obj, nil
+			return out, nil
 		}
-		obj.SetResourceVersion(rev.String())
+		out.SetResourceVersion(rev.String())
 		if q.res.Plural == "namespaces" {
-			s.nsCache.forget(obj.GetName())
+			s.nsCache.forget(out.GetName())
 		}
-		return obj, nil
+		return out, nil
 	}
 }
 
@@ -133,7 +153,8 @@ func deepCopy(obj schemas.Object) schemas.Object {
 // storeCreate writes a new object; storage.ErrExists if its name is taken.
 // A dry run does what kube-apiserver's dry-run storage does: everything but
 // the write, so a taken name is still a conflict, and it returns revision 0.
-func (s *Server) storeCreate(q *request, obj schemas.Object) (events.Revision, error) {
+// w, if not nil, is the allocation of a Service, committed with it.
+func (s *Server) storeCreate(q *request, obj schemas.Object, w *serviceWrite) (events.Revision, error) {
 	key := storage.Key(q.res.GroupVersion.Group, q.res.Plural, obj.GetNamespace(), obj.GetName())
 	if isDryRun(q) {
 		_, err := s.store.Get(q.ctx(), key)
@@ -141,7 +162,7 @@ func (s *Server) storeCreate(q *request, obj schemas.Object) (events.Revision, e
 		case err == nil:
 			return 0, storage.ErrExists
 		case errors.Is(err, storage.ErrNotFound):
-			return 0, nil
+			return 0, w.checkDryRun(s, q)
 		}
 		return 0, err
 	}
@@ -149,5 +170,5 @@ func (s *Server) storeCreate(q *request, obj schemas.Object) (events.Revision, e
 	if err != nil {
 		return 0, err
 	}
-	return s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"))
+	return s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"), w.extra()...)
 }

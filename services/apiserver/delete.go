@@ -112,6 +112,23 @@ func graceFor(res *schemas.Resource, obj schemas.Object, opts metav1.DeleteOptio
 	return 30
 }
 
+// propagationFor is the propagation policy of a delete: the one the
+// options name, else the orphaning default of a kind like batch/v1 Jobs
+// unless the object carries a GC finalizer already (kube's
+// shouldOrphanDependents). nil means Background.
+func propagationFor(res *schemas.Resource, cur schemas.Object, opts metav1.DeleteOptions) *metav1.DeletionPropagation {
+	if opts.PropagationPolicy != nil || !res.OrphanByDefault {
+		return opts.PropagationPolicy
+	}
+	for _, f := range cur.GetFinalizers() {
+		if f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents {
+			return nil
+		}
+	}
+	orphan := metav1.DeletePropagationOrphan
+	return &orphan
+}
+
 // deleteObject deletes, or marks for deletion when finalizers or a grace
 // period apply. gone reports that the key was removed.
 func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOptions) (schemas.Object, bool, error) {
@@ -145,8 +162,8 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 		grace := graceFor(q.res, cur, opts)
 		marked := deepCopy(cur)
 		finalizers := marked.GetFinalizers()
-		if opts.PropagationPolicy != nil && cur.GetDeletionTimestamp() == nil {
-			switch *opts.PropagationPolicy {
+		if policy := propagationFor(q.res, cur, opts); policy != nil && cur.GetDeletionTimestamp() == nil {
+			switch *policy {
 			case metav1.DeletePropagationForeground:
 				finalizers = addString(finalizers, metav1.FinalizerDeleteDependents)
 			case metav1.DeletePropagationOrphan:
@@ -196,7 +213,7 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 		if isDryRun(q) {
 			return cur, true, nil
 		}
-		rev, _, err := s.store.Delete(q.ctx(), key, kv.Revision, s.newWriteMeta(q, "delete"))
+		rev, _, err := s.store.Delete(q.ctx(), key, kv.Revision, s.newWriteMeta(q, "delete"), s.releases(cur)...)
 		if errors.Is(err, storage.ErrConflict) {
 			continue
 		}

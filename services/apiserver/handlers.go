@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/schemas/codec"
+	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
@@ -33,6 +34,10 @@ type request struct {
 	// applied: the object comes from a server-side apply, with the
 	// managedFields the apply computed.
 	applied bool
+	// svcTaken is the service allocation, read after a claim failed
+	// (services.go); svcAttempts counts those failures.
+	svcTaken    *servicealloc.Taken
+	svcAttempts int
 }
 
 func (q *request) ctx() context.Context { return q.r.Context() }

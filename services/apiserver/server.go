@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 )
@@ -59,6 +60,12 @@ type Config struct {
 	// default; 0 is kept (evict at once).
 	NotReadyTolerationSeconds    *int64
 	UnreachableTolerationSeconds *int64
+	// ServiceIPs and NodePorts are the ranges Services get their cluster
+	// IPs and node ports from (kube-apiserver's --service-cluster-ip-range
+	// and --service-node-port-range); zero values are 10.96.0.0/12 and
+	// 30000-32767.
+	ServiceIPs servicealloc.IPRange
+	NodePorts  servicealloc.PortRange
 	// Discovery serves /api, /apis and the group-version documents.
 	Discovery http.Handler
 	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).
@@ -86,8 +93,10 @@ type Server struct {
 	metrics *requestMetrics
 	now     func() time.Time
 	nsCache *namespaceCache
-	binds   bindCache     // see bindcache.go
-	fields  fieldManagers // server-side apply, see apply.go
+	binds   bindCache // see bindcache.go
+	// services allocates Services' cluster IPs and node ports.
+	services *servicealloc.Allocator
+	fields   fieldManagers // server-side apply, see apply.go
 
 	// watches tracks open watch handlers so Run can wait for them.
 	watches sync.WaitGroup
@@ -131,6 +140,14 @@ func New(cfg Config) (*Server, error) {
 		mux:   http.NewServeMux(),
 		now:   cfg.Now,
 	}
+	if cfg.ServiceIPs.Size() == 0 {
+		cfg.ServiceIPs = servicealloc.MustParseIPRange(servicealloc.DefaultClusterIPRange)
+	}
+	if cfg.NodePorts.Size == 0 {
+		cfg.NodePorts = servicealloc.MustParsePortRange(servicealloc.DefaultNodePortRange)
+	}
+	s.cfg = cfg
+	s.services = servicealloc.New(cfg.Store.Client(), cfg.ServiceIPs, cfg.NodePorts)
 	s.nsCache = newNamespaceCache(s.store, 2*time.Second, cfg.Now)
 	m, err := newRequestMetrics(cfg.Metrics)
 	if err != nil {

@@ -44,7 +44,8 @@ func (s *Server) serveSubresource(q *request) {
 	}
 }
 
-// scaleOf renders the autoscaling/v1 Scale of a deployment or replica set.
+// scaleOf renders the autoscaling/v1 Scale of a deployment, replica set or
+// stateful set.
 func scaleOf(obj schemas.Object) (*autoscalingv1.Scale, error) {
 	sc := &autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"}}
 	sc.Name, sc.Namespace, sc.UID = obj.GetName(), obj.GetNamespace(), obj.GetUID()
@@ -56,6 +57,10 @@ func scaleOf(obj schemas.Object) (*autoscalingv1.Scale, error) {
 		sc.Status.Replicas = o.Status.Replicas
 		sel = o.Spec.Selector
 	case *appsv1.ReplicaSet:
+		sc.Spec.Replicas = derefInt32(o.Spec.Replicas)
+		sc.Status.Replicas = o.Status.Replicas
+		sel = o.Spec.Selector
+	case *appsv1.StatefulSet:
 		sc.Spec.Replicas = derefInt32(o.Spec.Replicas)
 		sc.Status.Replicas = o.Status.Replicas
 		sel = o.Spec.Selector
@@ -76,6 +81,8 @@ func setReplicas(obj schemas.Object, n int32) {
 	case *appsv1.Deployment:
 		o.Spec.Replicas = &n
 	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = &n
+	case *appsv1.StatefulSet:
 		o.Spec.Replicas = &n
 	}
 }

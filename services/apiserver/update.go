@@ -130,6 +130,16 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, false, err
 	}
+	var w *serviceWrite // a Service's allocation, see services.go
+	if q.info.Subresource == "" {
+		var err error
+		if w, err = s.newServiceWrite(q, desired, cur); err != nil {
+			return nil, false, err
+		}
+		if desired, err = w.assign(q, desired); err != nil {
+			return nil, false, err
+		}
+	}
 	switch {
 	case trusted:
 	case q.info.Subresource == "status":
@@ -151,10 +161,10 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		}
 	}
 	if isDryRun(q) {
-		return desired, true, nil
+		return desired, true, w.checkDryRun(s, q)
 	}
 	if shouldDeleteDuringUpdate(desired) {
-		rev, _, err := s.store.Delete(q.ctx(), kv.Key, kv.Revision, s.newWriteMeta(q, "delete"))
+		rev, _, err := s.store.Delete(q.ctx(), kv.Key, kv.Revision, s.newWriteMeta(q, "delete"), s.releases(cur)...)
 		if err != nil {
 			return nil, false, err
 		}
@@ -174,10 +184,10 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	} else {
 		meta := s.newWriteMeta(q, q.info.Verb)
 		meta.Moved = controllerName(cur) != controllerName(desired)
-		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, meta)
+		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, meta, w.extra()...)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, w.failed(s, q, err)
 	}
 	desired.SetResourceVersion(rev.String())
 	return desired, true, nil

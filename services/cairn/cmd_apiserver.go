@@ -26,6 +26,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		tokenFile string
 		insecure  bool
 		electTTL  time.Duration
+		svcNet    serviceNetFlags
 	)
 	fs := newFlagSet("apiserver", stderr)
 	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of etcd (required)")
@@ -36,6 +37,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
 	fs.logLevelFlag()
 	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver's publisher keeps the role")
+	svcNet.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -53,7 +55,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	var authn apiserver.Authenticators
 	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL,
-		OnReady: func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) }}
+		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
+		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

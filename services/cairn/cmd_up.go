@@ -9,9 +9,10 @@ import (
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		cfg   up.Config
-		etcd  listFlag
-		hosts listFlag
+		cfg    up.Config
+		etcd   listFlag
+		hosts  listFlag
+		svcNet serviceNetFlags
 	)
 	fs := newFlagSet("up", stderr)
 	fs.dataDirFlag("directory for all state (etcd, NATS, PKI, kubeconfig)")
@@ -19,20 +20,27 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NATSURL, "nats-url", "", "URL of an external NATS server; empty runs an embedded one")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:6443", "address the apiserver listens on")
 	fs.Var(&hosts, "tls-san", "comma-separated extra names or addresses for the apiserver certificate")
-	fs.logLevelFlag()
+	fs.StringVar(&fs.logLevel, "log-level", "info", "log level of <data-dir>/cairn.log: debug, info, warn or error (stderr gets warn and above, or everything at debug)")
 	fs.BoolVar(&cfg.Node, "node", true, "run a real node in this process (containerd, CNI, kubelet; needs root)")
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
+	svcNet.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	cfg.DataDir = fs.dataDir
+	cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = svcNet.clusterIPRange, svcNet.nodePortRange, svcNet.advertise
 	cfg.EtcdEndpoints = etcd
 	cfg.Hosts = hosts
 
-	log, err := fs.logger(stderr)
+	level, err := parseLevel(fs.logLevel)
 	if err != nil {
 		return err
 	}
+	log, closeLog, err := up.OpenLog(cfg.DataDir, level, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	return up.Run(ctx, log, stdout, cfg)
 }

@@ -90,9 +90,18 @@ func usage(w io.Writer) {
 // newLogger returns a text logger to w at level, one of debug, info, warn
 // and error.
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// parseLevel parses a --log-level flag: debug, info, warn or error.
+func parseLevel(level string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return 0, fmt.Errorf("log level %q: %w", level, err)
+	}
+	return l, nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,6 +126,57 @@ func TestUpStopsOnSignal(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); err != nil {
 				t.Error(err)
 			}
+			checkUpOutput(t, dir, lines, stderr.String())
 		})
+	}
+}
+
+// readyLine is a line of cairn up's stdout before the last two: a
+// component and, in parentheses, a detail.
+var readyLine = regexp.MustCompile(`^[a-z][a-z -]* (ready|written)( \(.+\))?$`)
+
+// checkUpOutput checks what a `cairn up --node=false` on dir that ran and
+// stopped cleanly printed: on stdout one plain line per component (etcd,
+// NATS, the log, the apiserver, the history, the controllers, the
+// scheduler), then the summary and the export line, and no structured
+// record; on stderr nothing at info; in dir/cairn.log the records.
+func checkUpOutput(t *testing.T, dir string, stdout []string, stderr string) {
+	t.Helper()
+	sum := slices.IndexFunc(stdout, func(l string) bool { return strings.HasPrefix(l, "cairn up: ") })
+	if sum < 0 {
+		t.Fatalf("no summary line on stdout: %q", stdout)
+	}
+	var components []string
+	for i, l := range stdout[:sum] {
+		if !readyLine.MatchString(l) || strings.Contains(l, "level=") || strings.Contains(l, "msg=") {
+			t.Errorf("stdout line %d is not a ready line: %q", i, l)
+			continue
+		}
+		components = append(components, strings.Fields(l)[0])
+	}
+	if want := "log in " + filepath.Join(dir, "cairn.log"); !strings.HasSuffix(stdout[sum], want) {
+		t.Errorf("summary line %q does not end with %q", stdout[sum], want)
+	}
+	if want := []string{"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")}; !slices.Equal(stdout[sum+1:], want) {
+		t.Errorf("stdout after the summary %q, want %q", stdout[sum+1:], want)
+	}
+	want := []string{"pki", "kubeconfig", "etcd", "nats", "log", "apiserver", "history", "controller-manager", "scheduler"}
+	if !slices.Equal(components, want) {
+		t.Errorf("ready lines for %q, want %q", components, want)
+	}
+	if strings.Contains(stderr, "level=INFO") {
+		t.Errorf("info records on stderr:\n%s", stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cairn.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []string{`msg="up: starting"`, `msg="all services ready"`, `msg="shard: holds 32 of 32 partitions"`, `msg=stopped service="control plane"`} {
+		if !strings.Contains(string(b), rec) {
+			t.Errorf("cairn.log lacks %s:\n%s", rec, b)
+		}
+	}
+	if n := strings.Count(string(b), "acquired partition"); n > 0 {
+		t.Errorf("cairn.log has %d lines per acquired partition, want one summary", n)
 	}
 }

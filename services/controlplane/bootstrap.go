@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
@@ -46,10 +44,7 @@ func Bootstrap(ctx context.Context, st *storage.Store, reg *schemas.Registry) er
 		if err != nil {
 			return err
 		}
-		id := ulid.Make().String()
-		meta := &events.WriteMeta{ID: id, Verb: "create", CorrelationID: id, Time: time.Now().UTC(),
-			Actor: events.Actor{User: "system:apiserver", Groups: []string{"system:masters"}}}
-		if _, err := st.Create(ctx, key, b, meta); err != nil && !errors.Is(err, storage.ErrExists) {
+		if _, err := st.Create(ctx, key, b, systemMeta("create")); err != nil && !errors.Is(err, storage.ErrExists) {
 			return fmt.Errorf("controlplane: bootstrap namespace %s: %w", name, err)
 		}
 	}

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,9 +29,11 @@ import (
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/rbac"
+	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/embedded"
+	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
 // Config configures a control plane.
@@ -73,6 +75,17 @@ type Config struct {
 	HistoryPath string
 	// RebuildHistory rebuilds the history store from the whole log.
 	RebuildHistory bool
+	// ServiceClusterIPRange and ServiceNodePortRange are where Services get
+	// their cluster IPs and node ports (kube-apiserver's
+	// --service-cluster-ip-range and --service-node-port-range); empty
+	// means 10.96.0.0/12 and 30000-32767. Every apiserver of a cluster
+	// must be given the same ranges.
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+	// AdvertiseAddress is the IP the kubernetes Service's endpoints list
+	// for this apiserver (kube-apiserver's --advertise-address); empty
+	// means the IP the apiserver listens on.
+	AdvertiseAddress string
 	// OnReady is called as each component becomes ready.
 	OnReady func(component, detail string)
 	Log     *slog.Logger
@@ -99,9 +112,8 @@ type ControlPlane struct {
 
 	embEtcd *embedded.Etcd
 	embNATS *embedded.NATS
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	errc    chan error
+	// group runs the publisher, compactor, hub, history and apiserver.
+	group   *supervisor.Group
 	closers []func()
 }
 
@@ -114,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if ready == nil {
 		ready = func(string, string) {}
 	}
-	cp := &ControlPlane{errc: make(chan error, 8), Metrics: prometheus.NewRegistry()}
+	cp := &ControlPlane{Metrics: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			cp.Close()
@@ -129,19 +141,22 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := events.EnsureStreams(ctx, cp.JS, events.StreamConfig{Replicas: cfg.StreamReplicas}); err != nil {
 		return nil, fmt.Errorf("controlplane: streams: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	cp.cancel = cancel
+	cp.group = supervisor.NewGroup(context.Background())
 	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
-	cp.goRun("publisher", func() error { return cp.Publisher.Run(runCtx) })
+	cp.goRun("publisher", cp.Publisher.Run)
 	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
-	cp.goRun("compactor", func() error { return comp.Run(runCtx) })
+	cp.goRun("compactor", comp.Run)
 	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
 
 	cp.Hub = watchhub.NewHub(cp.JS, watchhub.Config{}, cfg.Log.With("component", "hub"))
-	cp.goRun("hub", func() error { return cp.Hub.Run(runCtx) })
+	cp.goRun("hub", cp.Hub.Run)
 
 	cp.Registry = schemas.NewRegistry()
 	cp.Store = storage.New(cp.Etcd)
+	svcIPs, nodePorts, err := serviceRanges(cfg)
+	if err != nil {
+		return nil, err
+	}
 	oapi, err := openapi.Handler(cp.Registry.All())
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: openapi: %w", err)
@@ -153,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("controlplane: history: %w", err)
 		}
-		cp.goRun("history", func() error { return cp.History.Run(runCtx) })
+		cp.goRun("history", cp.History.Run)
 		extra[history.Prefix] = cp.History.Handler()
 	}
 	az, err := cp.newAuthz(cfg)
@@ -174,6 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Authenticator:    apiserver.Authenticators{az.lb, authn},
 		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
 		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
+		ServiceIPs:       svcIPs,
+		NodePorts:        nodePorts,
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,
 		Metrics:          cp.Metrics,
@@ -188,9 +205,14 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := Bootstrap(ctx, cp.Store, cp.Registry); err != nil {
 		return nil, err
 	}
-	if err := az.start(ctx, runCtx, cp, srv, cfg.Log); err != nil {
+	if err := az.start(ctx, cp, srv, cfg.Log); err != nil {
 		return nil, err
 	}
+	// The repair loop is idempotent: every apiserver runs it.
+	alloc := servicealloc.New(cp.Etcd, svcIPs, nodePorts)
+	cp.goRun("service allocation repair", func(ctx context.Context) error {
+		return alloc.RunRepair(ctx, 0, cfg.Log.With("component", "servicealloc"))
+	})
 	ln := cfg.Listener
 	if ln == nil {
 		listen := cfg.Listen
@@ -202,32 +224,71 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		}
 	}
 	cp.Addr = ln.Addr().String()
+	if err := cp.startKubernetesService(ctx, cp.group.Context(), cfg, alloc); err != nil {
+		return nil, err
+	}
 	served := make(chan struct{})
-	cp.goRun("apiserver", func() error { return srv.Serve(runCtx, ln, func() { close(served) }) })
+	cp.goRun("apiserver", func(ctx context.Context) error { return srv.Serve(ctx, ln, func() { close(served) }) })
 	select {
 	case <-served:
-	case err := <-cp.errc:
+	case err := <-cp.group.Err():
 		return nil, err
 	}
 	ready("apiserver", cp.Addr)
 	return cp, nil
 }
 
-func (cp *ControlPlane) goRun(name string, f func() error) {
-	cp.wg.Add(1)
-	go func() {
-		defer cp.wg.Done()
-		if err := f(); err != nil && !errors.Is(err, context.Canceled) {
-			select {
-			case cp.errc <- fmt.Errorf("%s: %w", name, err):
-			default:
-			}
-		}
-	}()
+// startKubernetesService creates the default/kubernetes Service if it is
+// missing and starts this apiserver's lease endpoint reconciler.
+func (cp *ControlPlane) startKubernetesService(ctx, runCtx context.Context, cfg Config, alloc *servicealloc.Allocator) error {
+	self, err := netip.ParseAddrPort(cp.Addr)
+	if err != nil {
+		return fmt.Errorf("controlplane: listen address %s: %w", cp.Addr, err)
+	}
+	ip, err := AdvertiseAddress(cfg.AdvertiseAddress, cp.Addr)
+	if err != nil {
+		return err
+	}
+	if err := EnsureKubernetesService(ctx, cp.Store, cp.Registry, alloc, int(self.Port())); err != nil {
+		return err
+	}
+	r := &endpointReconciler{cli: cp.Etcd, st: cp.Store, reg: cp.Registry, self: netip.AddrPortFrom(ip.Unmap(), self.Port()),
+		log: cfg.Log.With("component", "endpoint-reconciler")}
+	if err := r.start(ctx, runCtx); err != nil {
+		return err
+	}
+	cp.goRun("endpoint reconciler", r.Run)
+	return nil
+}
+
+// serviceRanges parses the service ranges of cfg, defaults for empty ones.
+func serviceRanges(cfg Config) (servicealloc.IPRange, servicealloc.PortRange, error) {
+	ipRange, portRange := cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange
+	if ipRange == "" {
+		ipRange = servicealloc.DefaultClusterIPRange
+	}
+	if portRange == "" {
+		portRange = servicealloc.DefaultNodePortRange
+	}
+	ips, err := servicealloc.ParseIPRange(ipRange)
+	if err != nil {
+		return servicealloc.IPRange{}, servicealloc.PortRange{}, fmt.Errorf("controlplane: --service-cluster-ip-range: %w", err)
+	}
+	ports, err := servicealloc.ParsePortRange(portRange)
+	if err != nil {
+		return servicealloc.IPRange{}, servicealloc.PortRange{}, fmt.Errorf("controlplane: --service-node-port-range: %w", err)
+	}
+	return ips, ports, nil
+}
+
+// goRun runs f in the control plane's group: its ctx ends with Close, and
+// its error stops the group (Err).
+func (cp *ControlPlane) goRun(name string, f func(ctx context.Context) error) {
+	cp.group.Go(name, supervisor.RunnerFunc(f))
 }
 
 // Err reports the first fatal error of a running component.
-func (cp *ControlPlane) Err() <-chan error { return cp.errc }
+func (cp *ControlPlane) Err() <-chan error { return cp.group.Err() }
 
 func (cp *ControlPlane) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -316,10 +377,10 @@ func (cp *ControlPlane) NATSURL() string { return cp.NATS.ConnectedUrl() }
 
 // Close stops everything in reverse order and waits.
 func (cp *ControlPlane) Close() {
-	if cp.cancel != nil {
-		cp.cancel()
+	if cp.group != nil {
+		cp.group.Stop()
+		_ = cp.group.Wait() // reported by Err while running
 	}
-	cp.wg.Wait()
 	if cp.NATS != nil {
 		cp.NATS.Close()
 	}

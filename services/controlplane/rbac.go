@@ -89,7 +89,7 @@ func (cp *ControlPlane) newAuthz(cfg Config) (*authz, error) {
 
 // start reconciles the bootstrap policy, runs the caches until they hold
 // it, and runs the aggregation controller; srv must be built.
-func (a *authz) start(ctx, runCtx context.Context, cp *ControlPlane, srv *apiserver.Server, log *slog.Logger) error {
+func (a *authz) start(ctx context.Context, cp *ControlPlane, srv *apiserver.Server, log *slog.Logger) error {
 	h := srv.Handler()
 	a.lb.handler.Store(&h)
 	cs, err := kubernetes.NewForConfig(a.lb.config())
@@ -99,7 +99,7 @@ func (a *authz) start(ctx, runCtx context.Context, cp *ControlPlane, srv *apiser
 	if err := rbac.Reconcile(ctx, cs); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
 	}
-	cp.goRun("rbac caches", func() error { return a.caches.Run(runCtx) })
+	cp.goRun("rbac caches", a.caches.Run)
 	agg := rbac.NewAggregator(a.caches, cs, log.With("component", "clusterrole-aggregation"))
 	if err := a.caches.WaitForSync(ctx); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
@@ -108,6 +108,6 @@ func (a *authz) start(ctx, runCtx context.Context, cp *ControlPlane, srv *apiser
 	if err := agg.Sync(ctx); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
 	}
-	cp.goRun("clusterrole aggregation", func() error { return agg.Run(runCtx) })
+	cp.goRun("clusterrole aggregation", agg.Run)
 	return nil
 }

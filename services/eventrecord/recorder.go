@@ -102,6 +102,19 @@ func NewForController(rc *rest.Config, cfg Config, qps float32, burst int) (*Rec
 	return New(client, cfg), nil
 }
 
+// ForManager is the Recorder of a component of m's process (cfg names it),
+// writing through m's REST config with a client of its own limited as
+// NewForController's. m runs it; the component's second request gets the
+// same Recorder.
+func ForManager(m *consumer.Manager, cfg Config, qps float32, burst int) (*Recorder, error) {
+	return consumer.Shared(m, "eventrecord/"+cfg.Component+"/"+cfg.Instance, func() (*Recorder, error) {
+		if cfg.Log == nil {
+			cfg.Log = m.Log()
+		}
+		return NewForController(m.RestConfig(), cfg, qps, burst)
+	})
+}
+
 // Config names the component that records.
 type Config struct {
 	// Component is the events' source.component and reportingController,

@@ -6,7 +6,7 @@
 //
 // # Reading only its own pods
 //
-// The pod cache (consumer.Cache with CacheConfig.Node) lists
+// The pod cache (a consumer.Manager's, consumer.OnNode) lists
 // fieldSelector=spec.nodeName=<node> once, then tails the log with the
 // subject filter cairn.ev.core.pods.<node>.*.* applied by the NATS server:
 // the kubelet receives the events of its own pods and nothing else, so its

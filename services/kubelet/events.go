@@ -3,7 +3,6 @@ package kubelet
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -35,14 +34,15 @@ const (
 
 var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
 
-// newRecorder builds the kubelet's Event recorder, with a client of its
-// own limited to the kubelet's default event rate.
-func newRecorder(cfg *Config, log *slog.Logger) (*eventrecord.Recorder, error) {
-	client, err := eventrecord.NewClient(cfg.RestConfig, 0, 0)
+// newRecorder is the kubelet's Event recorder, run by its Manager, with a
+// client of its own limited to the kubelet's default event rate.
+func (k *Kubelet) newRecorder() (*eventrecord.Recorder, error) {
+	r, err := eventrecord.ForManager(k.m, eventrecord.Config{Component: Component, Instance: k.cfg.NodeName, Now: k.cfg.Clock, Log: k.log},
+		eventrecord.DefaultQPS, eventrecord.DefaultBurst)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
-	return eventrecord.New(client, eventrecord.Config{Component: Component, Instance: cfg.NodeName, Now: cfg.Clock, Log: log}), nil
+	return r, nil
 }
 
 // eventf queues an Event about ref. It does nothing without a recorder

@@ -45,7 +45,11 @@ type Config struct {
 	// from consumer.WrapConfig so writes carry their causation.
 	Client kubernetes.Interface
 	// JS reads the log.
-	JS       jetstream.JetStream
+	JS jetstream.JetStream
+	// Manager, if set, is the consumer.Manager the kubelet's pod cache
+	// lives on (its owner runs it); nil: the kubelet builds one from
+	// RestConfig and JS and runs it.
+	Manager  *consumer.Manager
 	NodeName string
 	Runtime  container.Runtime
 
@@ -149,6 +153,9 @@ type Kubelet struct {
 	client kubernetes.Interface
 	rt     container.Runtime
 	pods   *consumer.Cache[*corev1.Pod]
+	// m is the manager of the pod cache; own when the kubelet built it.
+	m   *consumer.Manager
+	own bool
 
 	workers  *workers
 	probes   *prober
@@ -171,23 +178,24 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, err
 	}
 	log := cfg.Log.With("node", cfg.NodeName)
+	m, own := cfg.Manager, false
+	if m == nil {
+		var err error
+		if m, err = consumer.NewManager(consumer.ManagerOptions{RestConfig: cfg.RestConfig, JS: cfg.JS, Conns: 8, Log: log}); err != nil {
+			return nil, fmt.Errorf("kubelet: new: %w", err)
+		}
+		own = true
+	}
 	client := cfg.Client
 	if client == nil {
-		cs, err := kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
-		if err != nil {
-			return nil, fmt.Errorf("kubelet: new client: %w", err)
-		}
-		client = cs
+		client = m.Client()
 	}
-	pods, err := consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{
-		Resource: corev1.SchemeGroupVersion.WithResource("pods"),
-		Node:     cfg.NodeName, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	})
+	pods, err := consumer.CacheFor[*corev1.Pod](m, corev1.SchemeGroupVersion.WithResource("pods"), consumer.OnNode(cfg.NodeName))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: new: %w", err)
 	}
 	k := &Kubelet{
-		cfg: cfg, log: log, now: cfg.Clock, client: client, rt: cfg.Runtime, pods: pods,
+		cfg: cfg, log: log, now: cfg.Clock, client: client, rt: cfg.Runtime, pods: pods, m: m, own: own,
 		crashes: newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		pulls:   newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		nodeIP:  cfg.NodeIP,
@@ -220,7 +228,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet: RootDir is required with runtime %s: %w", info.Name, ErrConfig)
 	}
 	if !info.Simulated {
-		if k.events, err = newRecorder(&k.cfg, k.log); err != nil {
+		if k.events, err = k.newRecorder(); err != nil {
 			return err
 		}
 		k.eventf(ctx, k.nodeRef(), corev1.EventTypeNormal, ReasonStarting, "Starting kubelet.")
@@ -236,18 +244,17 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		return err
 	}
 	runners := []consumer.Runner{
-		k.pods,
-		runner(k.leaseLoop),
-		runner(k.nodeStatusLoop),
-		runner(k.relistLoop),
-		runner(k.workers.run),
-		runner(k.probes.run),
+		consumer.RunnerFunc(k.leaseLoop),
+		consumer.RunnerFunc(k.nodeStatusLoop),
+		consumer.RunnerFunc(k.relistLoop),
+		consumer.RunnerFunc(k.workers.run),
+		consumer.RunnerFunc(k.probes.run),
 	}
 	if k.listener != nil {
-		runners = append(runners, runner(k.serve))
+		runners = append(runners, consumer.RunnerFunc(k.serve))
 	}
-	if k.events != nil {
-		runners = append(runners, k.events)
+	if k.own {
+		runners = append(runners, k.m)
 	}
 	if err := consumer.RunAll(ctx, runners...); err != nil {
 		return fmt.Errorf("kubelet: %w", err)
@@ -270,10 +277,6 @@ func (k *Kubelet) Pods() *consumer.Cache[*corev1.Pod] { return k.pods }
 // Port is the HTTPS server's port, 0 when there is none. Valid after Run
 // started (or New when ServerListener was given).
 func (k *Kubelet) Port() int32 { return k.port }
-
-type runner func(ctx context.Context) error
-
-func (r runner) Run(ctx context.Context) error { return r(ctx) }
 
 // machineIP is the first non-loopback IPv4 address, or 127.0.0.1.
 func machineIP() string {

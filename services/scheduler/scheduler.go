@@ -79,10 +79,25 @@ type Config struct {
 	Clock func() time.Time
 }
 
-// Scheduler is one scheduler replica. Build it with New and start it with
-// Run.
+// Options are the settings of a scheduler on a consumer.Manager: Config
+// without what the manager owns (REST config, log, sharding).
+type Options struct {
+	SchedulerName            string
+	Workers, Parallelism     int
+	PercentageOfNodesToScore int32
+	Identity                 string
+	EventQPS                 float32
+	EventBurst               int
+	InitialBackoff           time.Duration
+	MaxBackoff               time.Duration
+	Clock                    func() time.Time
+}
+
+// Scheduler is one scheduler replica. Build it with New (a process of its
+// own) or NewScheduler (on a Manager), and start it with Run.
 type Scheduler struct {
-	cfg    Config
+	cfg    Options
+	m      *consumer.Manager
 	log    *slog.Logger
 	client kubernetes.Interface
 
@@ -111,46 +126,64 @@ type Scheduler struct {
 	beforeBind func(*corev1.Pod)
 }
 
-// New builds a scheduler replica, its caches and its queue.
+// New builds a scheduler replica and the consumer.Manager it runs on:
+// with Sharded, the manager's shard is the group "scheduler-<name>".
 func New(cfg Config) (*Scheduler, error) {
 	if cfg.RestConfig == nil || cfg.JS == nil {
 		return nil, fmt.Errorf("scheduler: new: RestConfig and JS are required: %w", ErrConfig)
 	}
-	if cfg.SchedulerName == "" {
-		cfg.SchedulerName = DefaultSchedulerName
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 256
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Identity == "" {
-		host, _ := os.Hostname()
-		cfg.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	log := cfg.Log.With("component", "scheduler", "scheduler", cfg.SchedulerName)
+	opts := Options{SchedulerName: cfg.SchedulerName, Workers: cfg.Workers, Parallelism: cfg.Parallelism,
+		PercentageOfNodesToScore: cfg.PercentageOfNodesToScore, Identity: cfg.Identity, EventQPS: cfg.EventQPS,
+		EventBurst: cfg.EventBurst, InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}
+	opts.defaults()
 	rc := rest.CopyConfig(cfg.RestConfig)
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 5000, 10000
 	}
-	if rc.UserAgent == "" {
+	mo := consumer.ManagerOptions{RestConfig: rc, JS: cfg.JS, Conns: opts.Workers + 4, Log: cfg.Log,
 		// The field manager of its writes, as kube's "kube-scheduler".
-		rc.UserAgent = "cairn-scheduler"
+		UserAgent: "cairn-scheduler"}
+	if cfg.Sharded {
+		mo.Shard = &consumer.ShardOptions{Group: "scheduler-" + opts.SchedulerName, Identity: opts.Identity}
 	}
-	client, err := consumer.NewClient(consumer.WrapConfig(rc), cfg.Workers+4)
+	m, err := consumer.NewManager(mo)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("scheduler: new: %w", err)
 	}
-	eventClient, err := eventrecord.NewClient(rc, cfg.EventQPS, cfg.EventBurst)
-	if err != nil {
-		return nil, err
+	return NewScheduler(m, opts)
+}
+
+func (o *Options) defaults() {
+	if o.SchedulerName == "" {
+		o.SchedulerName = DefaultSchedulerName
 	}
+	if o.Workers <= 0 {
+		o.Workers = 256
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.EventQPS == 0 {
+		o.EventQPS = eventrecord.DefaultQPS
+	}
+	if o.EventBurst <= 0 {
+		o.EventBurst = eventrecord.DefaultBurst
+	}
+}
+
+// NewScheduler builds a scheduler on m: its caches (pods, nodes, priority
+// classes), its loops and its recorder run with m. With m sharded, it
+// schedules only the pods of the partitions m holds.
+func NewScheduler(m *consumer.Manager, opts Options) (*Scheduler, error) {
+	opts.defaults()
+	cfg := opts
+	log := m.Log().With("component", "scheduler", "scheduler", cfg.SchedulerName)
 	s := &Scheduler{
-		cfg: cfg, log: log, client: client, cache: newCache(),
+		cfg: cfg, m: m, log: log, client: m.Client(), cache: newCache(), sharder: m.Sharder(),
 		queue:      queue.New(queue.Config{InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}),
 		fw:         plugins.NewDefaultFramework(fw.Options{Parallelism: cfg.Parallelism, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore}),
 		work:       make(chan func()),
@@ -159,30 +192,32 @@ func New(cfg Config) (*Scheduler, error) {
 		guards:     map[string]func(){},
 		confirms:   map[string]*confirmation{},
 	}
-	s.recorder = &recorder{client: client, now: cfg.Clock, log: log, Recorder: eventrecord.New(eventClient,
-		eventrecord.Config{Component: cfg.SchedulerName, Instance: cfg.Identity, Now: cfg.Clock, Log: log})}
-	if err := s.newCaches(rc); err != nil {
+	rec, err := eventrecord.ForManager(m, eventrecord.Config{Component: cfg.SchedulerName, Instance: cfg.Identity, Now: cfg.Clock, Log: log},
+		cfg.EventQPS, cfg.EventBurst)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: new: %w", err)
+	}
+	s.recorder = &recorder{client: s.client, now: cfg.Clock, log: log, Recorder: rec}
+	if err := s.newCaches(); err != nil {
 		return nil, err
 	}
-	if cfg.Sharded {
-		s.sharder, err = shard.New(shard.Config{JS: cfg.JS, Group: "scheduler-" + cfg.SchedulerName, Identity: cfg.Identity,
-			CatchUp: s.pods.WaitForLog, OnAcquire: s.requeuePartition, Log: log})
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: new: %w", err)
-		}
+	m.Add("scheduler", consumer.RunnerFunc(s.loop))
+	m.Add("deschedule", consumer.RunnerFunc(s.deschedule))
+	if s.sharder != nil {
+		m.OnAcquire(s.requeuePartition)
 	}
 	return s, nil
 }
 
-func (s *Scheduler) newCaches(rc *rest.Config) error {
+func (s *Scheduler) newCaches() error {
 	var err error
-	if s.pods, err = consumer.NewCache(consumer.CacheConfig[*corev1.Pod]{Resource: podsResource, Config: rc, JS: s.cfg.JS, Log: s.log}); err != nil {
+	if s.pods, err = consumer.CacheFor[*corev1.Pod](s.m, podsResource); err != nil {
 		return fmt.Errorf("scheduler: new: %w", err)
 	}
-	if s.nodes, err = consumer.NewCache(consumer.CacheConfig[*corev1.Node]{Resource: nodesResource, Config: rc, JS: s.cfg.JS, Log: s.log}); err != nil {
+	if s.nodes, err = consumer.CacheFor[*corev1.Node](s.m, nodesResource); err != nil {
 		return fmt.Errorf("scheduler: new: %w", err)
 	}
-	if s.classes, err = consumer.NewCache(consumer.CacheConfig[*schedulingv1.PriorityClass]{Resource: priorityResource, Config: rc, JS: s.cfg.JS, Log: s.log}); err != nil {
+	if s.classes, err = consumer.CacheFor[*schedulingv1.PriorityClass](s.m, priorityResource); err != nil {
 		return fmt.Errorf("scheduler: new: %w", err)
 	}
 	s.pods.AddHandler(consumer.Handler[*corev1.Pod]{
@@ -198,23 +233,17 @@ func (s *Scheduler) newCaches(rc *rest.Config) error {
 	return nil
 }
 
-// Run starts the caches, waits for them, and schedules until ctx ends. It
-// returns once every goroutine it started (bindings and status writes in
-// flight included) has returned; an error only if a cache fails.
+// Run runs the scheduler's Manager (its caches, loops, recorder and shard)
+// until ctx ends. It returns once every goroutine it started (bindings and
+// status writes in flight included) has returned; an error only if a cache
+// fails. A scheduler built with NewScheduler on a Manager that runs other
+// parts too is run by running that Manager instead.
 func (s *Scheduler) Run(ctx context.Context) error {
-	runners := []consumer.Runner{s.classes, s.nodes, s.pods, runnerFunc(s.loop), runnerFunc(s.recorder.Run), runnerFunc(s.deschedule)}
-	if s.sharder != nil {
-		runners = append(runners, s.sharder)
-	}
-	if err := consumer.RunAll(ctx, runners...); err != nil {
+	if err := s.m.Run(ctx); err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	return nil
 }
-
-type runnerFunc func(ctx context.Context) error
-
-func (f runnerFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // WaitForSync blocks until the caches hold their first snapshot.
 func (s *Scheduler) WaitForSync(ctx context.Context) error {
@@ -225,6 +254,9 @@ func (s *Scheduler) WaitForSync(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Manager is the consumer.Manager the scheduler runs on.
+func (s *Scheduler) Manager() *consumer.Manager { return s.m }
 
 // responsible reports whether this replica should schedule pod now.
 func (s *Scheduler) responsible(pod *corev1.Pod) bool {

@@ -66,6 +66,10 @@ type Sharder struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	leases map[int]*lease
+
+	// logged is the leased set of the last summary line; only Run's
+	// goroutine uses it.
+	logged []int
 }
 
 // New returns a Sharder; nothing runs until Run.
@@ -194,13 +198,62 @@ func (s *Sharder) Run(ctx context.Context) error {
 	defer wg.Wait()
 	for {
 		s.round(ctx, &wg)
+		s.logMoves()
 		select {
 		case <-ctx.Done():
-			s.releaseAll()
+			n := s.releaseAll()
+			s.log.Info("shard: released every partition", "released", n, "partitions", s.cfg.Partitions)
 			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// logMoves logs one summary line when the leased partitions differ from
+// the last summary: "shard: holds N of M partitions", with what was gained
+// and lost since. Run calls it once a round, so a rebalance that moves
+// many partitions at once is one line, not one per partition.
+func (s *Sharder) logMoves() {
+	now := s.Leased()
+	if slices.Equal(now, s.logged) {
+		return
+	}
+	gained, lost := diff(s.logged, now), diff(now, s.logged)
+	s.logged = now
+	s.log.Info(fmt.Sprintf("shard: holds %d of %d partitions", len(now), s.cfg.Partitions),
+		"held", ranges(now), "gained", ranges(gained), "lost", ranges(lost))
+}
+
+// diff returns the elements of b (sorted) that are not in a.
+func diff(a, b []int) []int {
+	var out []int
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ranges formats sorted partitions compactly: [0 1 2 3 7 9 10] is
+// "0-3,7,9-10"; none is "".
+func ranges(ps []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ps[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(ps[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // round renews the member key and the leases, then acquires and releases
@@ -286,7 +339,7 @@ func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
 	s.mu.Lock()
 	s.leases[p] = &lease{rev: rev, renewed: now}
 	s.mu.Unlock()
-	s.log.Info("shard: acquired partition", "partition", p)
+	s.log.Debug("shard: acquired partition", "partition", p)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -368,13 +421,15 @@ func (s *Sharder) release(p int) {
 	if err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
 		s.log.Debug("shard: release", "partition", p, "err", err)
 	}
-	s.log.Info("shard: released partition", "partition", p)
+	s.log.Debug("shard: released partition", "partition", p)
 	if s.cfg.OnRelease != nil {
 		s.cfg.OnRelease(p)
 	}
 }
 
-func (s *Sharder) releaseAll() {
+// releaseAll releases every partition and the member key, and returns
+// how many partitions it released.
+func (s *Sharder) releaseAll() int {
 	s.mu.Lock()
 	var ps []int
 	for p := range s.leases {
@@ -387,6 +442,7 @@ func (s *Sharder) releaseAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.kv.Delete(ctx, "m."+s.cfg.Identity)
+	return len(ps)
 }
 
 // mix is splitmix64's finalizer.

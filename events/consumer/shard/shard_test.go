@@ -3,7 +3,9 @@ package shard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +229,101 @@ func TestOnRelease(t *testing.T) {
 		}
 		if !slices.Contains(a.s.Leased(), p) {
 			t.Errorf("a holds partition %d but does not lease it", p)
+		}
+	}
+}
+
+// records is a slog.Handler that keeps the message and level of every
+// record, for tests of what a Sharder logs.
+type records struct {
+	mu   sync.Mutex
+	msgs []string // "LEVEL message"
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	return nil
+}
+
+// info returns the info (and above) messages logged so far.
+func (r *records) info() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if !strings.HasPrefix(m, "DEBUG ") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestLogSummarizesMoves checks that partition moves are summary lines:
+// taking all 16 partitions is one "holds 16 of 16" line, handing half to
+// a new replica one more, and stopping one line, never a line per
+// partition above debug.
+func TestLogSummarizesMoves(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	rec := &records{}
+	r0 := startReplica(t, n.URL(), "r0", func(c *Config) { c.Log = slog.New(rec) })
+	waitCovered(t, []*replica{r0}, 20*time.Second)
+	waitLogged := func(want func(string) bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.ContainsFunc(rec.info(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s logged after 20s; info lines: %q", what, rec.info())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	is := func(line string) func(string) bool { return func(m string) bool { return m == line } }
+	waitLogged(is("INFO shard: holds 16 of 16 partitions"), "16 of 16")
+	if got := rec.info(); len(got) != 1 {
+		t.Errorf("acquiring 16 partitions logged %d info lines, want 1: %q", len(got), got)
+	}
+
+	r1 := startReplica(t, n.URL(), "r1")
+	waitCovered(t, []*replica{r0, r1}, 20*time.Second)
+	for len(r1.s.Held()) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitLogged(func(m string) bool {
+		return strings.HasPrefix(m, "INFO shard: holds ") && m != "INFO shard: holds 16 of 16 partitions"
+	}, "a summary after the handover")
+
+	r0.cancel()
+	<-r0.done
+	waitLogged(is("INFO shard: released every partition"), "the stop")
+	for _, m := range rec.info() {
+		if strings.Contains(m, "acquired") || strings.Contains(m, "released partition") {
+			t.Errorf("a line per partition above debug: %q", m)
+		}
+	}
+	if got := len(rec.info()); got > 6 {
+		t.Errorf("%d info lines for two moves and a stop: %q", got, rec.info())
+	}
+}
+
+func TestRanges(t *testing.T) {
+	tests := []struct {
+		in   []int
+		want string
+	}{
+		{in: nil, want: ""},
+		{in: []int{5}, want: "5"},
+		{in: []int{0, 1, 2, 3}, want: "0-3"},
+		{in: []int{0, 1, 2, 3, 7, 9, 10}, want: "0-3,7,9-10"},
+		{in: []int{1, 3, 5}, want: "1,3,5"},
+	}
+	for _, tt := range tests {
+		if got := ranges(tt.in); got != tt.want {
+			t.Errorf("ranges(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

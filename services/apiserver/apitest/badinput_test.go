@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -142,6 +144,35 @@ func TestBadInput(t *testing.T) {
 			},
 			wantCode: http.StatusUnprocessableEntity, wantReason: metav1.StatusReasonInvalid,
 			wantCauses: []string{"spec.containers[0].image"},
+		},
+		{
+			name: "invalid service: port out of range",
+			setup: func(t *testing.T) call {
+				return call{method: "POST", path: servicesPath, body: mustJSON(t, testService("big", corev1.ServicePort{Port: 70000, TargetPort: intstr.FromInt32(80)}))}
+			},
+			wantCode: http.StatusUnprocessableEntity, wantReason: metav1.StatusReasonInvalid,
+			wantCauses: []string{"spec.ports[0].port"},
+		},
+		{
+			name: "invalid service: cluster IP outside the service range",
+			setup: func(t *testing.T) call {
+				return call{method: "POST", path: servicesPath, body: mustJSON(t, withClusterIP(testService("far"), "172.30.0.10"))}
+			},
+			wantCode: http.StatusUnprocessableEntity, wantReason: metav1.StatusReasonInvalid,
+			wantCauses: []string{"spec.clusterIPs"},
+		},
+		{
+			name: "invalid service: a changed cluster IP",
+			setup: func(t *testing.T) call {
+				svc, err := env.Client.CoreV1().Services("default").Create(ctx, testService("moved"), metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "10.96.7.7", []string{"10.96.7.7"}
+				return call{method: "PUT", path: servicesPath + "/moved", body: mustJSON(t, svc)}
+			},
+			wantCode: http.StatusUnprocessableEntity, wantReason: metav1.StatusReasonInvalid,
+			wantCauses: []string{"spec.clusterIPs[0]"},
 		},
 		{
 			name: "update with a name that differs from the URL",

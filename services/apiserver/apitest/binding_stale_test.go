@@ -166,14 +166,22 @@ func TestBindingNodeRecreated(t *testing.T) {
 // etcd and log, as a replica would.
 func secondServer(t *testing.T, env *controlplanetest.Env) *kubernetes.Clientset {
 	t.Helper()
-	srv, err := apiserver.New(apiserver.Config{
+	return replicaServer(t, env, func(*apiserver.Config) {})
+}
+
+// replicaServer is secondServer with a Config that tweak adjusts.
+func replicaServer(t *testing.T, env *controlplanetest.Env, tweak func(*apiserver.Config)) *kubernetes.Clientset {
+	t.Helper()
+	cfg := apiserver.Config{
 		Store:    storage.New(env.Etcd),
 		Registry: env.Registry,
 		Hub:      env.Hub,
 		Authenticator: apiserver.TokenAuthenticator{
 			controlplanetest.AdminToken: {User: "admin", Groups: []string{apiserver.GroupMasters}},
 		},
-	})
+	}
+	tweak(&cfg)
+	srv, err := apiserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
@@ -204,4 +206,71 @@ func testDeployment(name string, replicas int32) *appsv1.Deployment {
 	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "c", Image: "busybox:1.36"})
 }
 
-const podsPath = "/api/v1/namespaces/default/pods"
+const (
+	podsPath     = "/api/v1/namespaces/default/pods"
+	servicesPath = "/api/v1/namespaces/default/services"
+)
+
+// invalidCase is one request the apiserver must refuse with 422 Invalid.
+type invalidCase struct {
+	name string
+	send func() error
+	// wantCauses are the fields of the causes, sorted.
+	wantCauses []string
+}
+
+// runInvalidCases sends each case as a subtest and checks it with
+// wantInvalid.
+func runInvalidCases(t *testing.T, env *controlplanetest.Env, group, kind string, tests []invalidCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantInvalid(t, env, group, kind, tt.wantCauses, tt.send)
+		})
+	}
+}
+
+// wantInvalid checks that send is refused with 422 Invalid for kind, with
+// causes on exactly the fields named, and that nothing was written.
+func wantInvalid(t *testing.T, env *controlplanetest.Env, group, kind string, causes []string, send func() error) {
+	t.Helper()
+	before := settle(t, env)
+	err := send()
+	var se *apierrors.StatusError
+	if !apierrors.IsInvalid(err) || !errors.As(err, &se) {
+		t.Fatalf("got %v, want 422 Invalid", err)
+	}
+	st := se.ErrStatus
+	if st.Code != http.StatusUnprocessableEntity || st.Details == nil || st.Details.Kind != kind || st.Details.Group != group {
+		t.Errorf("status %+v", st)
+	}
+	var fields []string
+	for _, c := range st.Details.Causes {
+		fields = append(fields, c.Field)
+	}
+	slices.Sort(fields)
+	if !slices.Equal(fields, causes) {
+		t.Errorf("causes %v, want %v: %s", fields, causes, st.Message)
+	}
+	requireNothingWritten(t, env, before)
+}
+
+// tableOf asks for path as a Table and returns its column names and the
+// cells of its rows.
+func tableOf(t *testing.T, env *controlplanetest.Env, path string) ([]string, [][]any) {
+	t.Helper()
+	r := do(t, env, call{method: http.MethodGet, path: path, header: http.Header{"Accept": {"application/json;as=Table;v=v1;g=meta.k8s.io"}}})
+	var tbl metav1.Table
+	if err := json.Unmarshal(r.body, &tbl); r.code != http.StatusOK || err != nil {
+		t.Fatalf("%d %v: %s", r.code, err, truncate(r.body))
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	rows := make([][]any, len(tbl.Rows))
+	for i, r := range tbl.Rows {
+		rows[i] = r.Cells
+	}
+	return cols, rows
+}

@@ -1,9 +1,6 @@
 package apitest
 
 import (
-	"encoding/json"
-	"errors"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -137,23 +134,14 @@ func TestPodDisruptionBudget(t *testing.T) {
 	})
 
 	t.Run("table", func(t *testing.T) {
-		r := do(t, env, call{method: http.MethodGet, path: "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web",
-			header: http.Header{"Accept": {"application/json;as=Table;v=v1;g=meta.k8s.io"}}})
-		var tbl metav1.Table
-		if err := json.Unmarshal(r.body, &tbl); r.code != http.StatusOK || err != nil {
-			t.Fatalf("%d %v: %s", r.code, err, truncate(r.body))
-		}
-		var cols []string
-		for _, c := range tbl.ColumnDefinitions {
-			cols = append(cols, c.Name)
-		}
+		cols, rows := tableOf(t, env, "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web")
 		if !slices.Equal(cols, []string{"Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"}) {
 			t.Errorf("columns %v", cols)
 		}
-		if len(tbl.Rows) != 1 || len(tbl.Rows[0].Cells) != 5 {
-			t.Fatalf("rows %+v", tbl.Rows)
+		if len(rows) != 1 || len(rows[0]) != 5 {
+			t.Fatalf("rows %+v", rows)
 		}
-		cells := tbl.Rows[0].Cells
+		cells := rows[0]
 		if cells[0] != "web" || cells[1] != "N/A" || cells[2] != "25%" || cells[3] != float64(1) {
 			t.Errorf("cells %v", cells)
 		}
@@ -195,11 +183,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 			return err
 		}
 	}
-	tests := []struct {
-		name       string
-		send       func() error
-		wantCauses []string
-	}{
+	runInvalidCases(t, env, "policy", "PodDisruptionBudget", []invalidCase{
 		{"both set", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MaxUnavailable = ptr(intstr.FromInt32(1)) }),
 			[]string{"spec"}},
 		{"negative minAvailable", create(func(p *policyv1.PodDisruptionBudget) { p.Spec.MinAvailable = ptr(intstr.FromInt32(-1)) }),
@@ -220,30 +204,7 @@ func testInvalidPDBs(t *testing.T, env *controlplanetest.Env, pdbs typedpolicyv1
 		}), []string{"status.disruptionsAllowed", "status.expectedPods"}},
 		{"condition status", update(true, func(p *policyv1.PodDisruptionBudget) { p.Status.Conditions[0].Status = "Maybe" }),
 			[]string{"status.conditions[0].status"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			before := settle(t, env)
-			err := tt.send()
-			var se *apierrors.StatusError
-			if !apierrors.IsInvalid(err) || !errors.As(err, &se) {
-				t.Fatalf("got %v, want 422 Invalid", err)
-			}
-			st := se.ErrStatus
-			if st.Code != http.StatusUnprocessableEntity || st.Details == nil || st.Details.Kind != "PodDisruptionBudget" || st.Details.Group != "policy" {
-				t.Errorf("status %+v", st)
-			}
-			var fields []string
-			for _, c := range st.Details.Causes {
-				fields = append(fields, c.Field)
-			}
-			slices.Sort(fields)
-			if !slices.Equal(fields, tt.wantCauses) {
-				t.Errorf("causes %v, want %v: %s", fields, tt.wantCauses, st.Message)
-			}
-			requireNothingWritten(t, env, before)
-		})
-	}
+	})
 	if _, err := pdbs.Get(ctx, "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of a refused budget: %v, want NotFound", err)
 	}

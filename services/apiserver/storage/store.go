@@ -71,64 +71,53 @@ func (s *Store) Get(ctx context.Context, key string) (KV, error) {
 	return KV{Key: key, Value: kv.Value, Revision: events.Revision(kv.ModRevision), CreateRevision: events.Revision(kv.CreateRevision)}, nil
 }
 
-// Create stores a new object; ErrExists if the key is taken.
-func (s *Store) Create(ctx context.Context, key string, value []byte, meta *events.WriteMeta) (events.Revision, error) {
-	mop, err := metaOp(key, meta)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(value)), mop).
-		Commit()
+// Create stores a new object; ErrExists if the key is taken, a
+// *ClaimError if a key extra claims is.
+func (s *Store) Create(ctx context.Context, key string, value []byte, meta *events.WriteMeta, extra ...Extra) (events.Revision, error) {
+	resp, err := s.commit(ctx, key, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(value)), meta, extra)
 	if err != nil {
 		return 0, fmt.Errorf("storage: create %s: %w", key, err)
 	}
-	if !resp.Succeeded {
+	if resp.Succeeded {
+		return events.Revision(resp.Header.Revision), nil
+	}
+	if cur := current(key, resp); cur.Revision != 0 {
 		return 0, ErrExists
 	}
-	return events.Revision(resp.Header.Revision), nil
+	return 0, claimError(resp)
 }
 
 // Update replaces an object if its revision is still expect. On ErrConflict
-// (or ErrNotFound) the returned KV is the current state.
-func (s *Store) Update(ctx context.Context, key string, value []byte, expect events.Revision, meta *events.WriteMeta) (events.Revision, KV, error) {
-	mop, err := metaOp(key, meta)
-	if err != nil {
-		return 0, KV{}, err
-	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
-		Then(clientv3.OpPut(key, string(value)), mop).
-		Else(clientv3.OpGet(key)).
-		Commit()
+// (or ErrNotFound) the returned KV is the current state; a *ClaimError
+// says a key extra claims is taken.
+func (s *Store) Update(ctx context.Context, key string, value []byte, expect events.Revision, meta *events.WriteMeta, extra ...Extra) (events.Revision, KV, error) {
+	resp, err := s.commit(ctx, key, clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)), clientv3.OpPut(key, string(value)), meta, extra)
 	if err != nil {
 		return 0, KV{}, fmt.Errorf("storage: update %s: %w", key, err)
 	}
-	if resp.Succeeded {
-		return events.Revision(resp.Header.Revision), KV{}, nil
-	}
-	return 0, current(key, resp), conflictOrNotFound(resp)
+	return settled(key, expect, resp)
 }
 
-// Delete removes an object if its revision is still expect.
-func (s *Store) Delete(ctx context.Context, key string, expect events.Revision, meta *events.WriteMeta) (events.Revision, KV, error) {
-	mop, err := metaOp(key, meta)
-	if err != nil {
-		return 0, KV{}, err
-	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect))).
-		Then(clientv3.OpDelete(key), mop).
-		Else(clientv3.OpGet(key)).
-		Commit()
+// Delete removes an object if its revision is still expect, as Update.
+func (s *Store) Delete(ctx context.Context, key string, expect events.Revision, meta *events.WriteMeta, extra ...Extra) (events.Revision, KV, error) {
+	resp, err := s.commit(ctx, key, clientv3.Compare(clientv3.ModRevision(key), "=", int64(expect)), clientv3.OpDelete(key), meta, extra)
 	if err != nil {
 		return 0, KV{}, fmt.Errorf("storage: delete %s: %w", key, err)
 	}
+	return settled(key, expect, resp)
+}
+
+// settled reads the outcome of an Update or Delete transaction.
+func settled(key string, expect events.Revision, resp *clientv3.TxnResponse) (events.Revision, KV, error) {
 	if resp.Succeeded {
 		return events.Revision(resp.Header.Revision), KV{}, nil
 	}
-	return 0, current(key, resp), conflictOrNotFound(resp)
+	cur := current(key, resp)
+	if cur.Revision == expect {
+		// The object's compare held: a claim failed.
+		return 0, cur, claimError(resp)
+	}
+	return 0, cur, conflictOrNotFound(resp)
 }
 
 func current(key string, resp *clientv3.TxnResponse) KV {

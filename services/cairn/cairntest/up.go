@@ -16,6 +16,12 @@ import (
 type UpConfig struct {
 	Bin, DataDir, Addr string
 	Args               []string // more flags, such as --node=false
+	// Dir is the child's working directory; empty is the test's. With
+	// DataDir empty, --data-dir is not passed: cairn up uses its default,
+	// Dir/.cairn, and DataDir is set to that.
+	Dir string
+	// Env is the child's whole environment; nil inherits the test's.
+	Env []string
 	// StopTimeout bounds Stop after SIGINT or SIGTERM (or SIGKILL), and how
 	// long the cleanup waits after its SIGINT before it kills.
 	StopTimeout time.Duration
@@ -37,8 +43,17 @@ type Up struct {
 // parent of t, so that a subtest can start a `cairn up` that outlives it.
 func StartUp(t, owner testing.TB, cfg UpConfig) *Up {
 	t.Helper()
+	args := []string{"up", "--data-dir", cfg.DataDir, "--listen", cfg.Addr}
+	if cfg.DataDir == "" {
+		if cfg.Dir == "" {
+			t.Fatal("cairntest: UpConfig needs DataDir or Dir")
+		}
+		cfg.DataDir = filepath.Join(cfg.Dir, ".cairn")
+		args = []string{"up", "--listen", cfg.Addr}
+	}
 	u := &Up{UpConfig: cfg, stdout: &Buffer{}, stderr: &Buffer{}}
-	cmd := exec.Command(cfg.Bin, append([]string{"up", "--data-dir", cfg.DataDir, "--listen", cfg.Addr}, cfg.Args...)...)
+	cmd := exec.Command(cfg.Bin, append(args, cfg.Args...)...)
+	cmd.Dir, cmd.Env = cfg.Dir, cfg.Env
 	cmd.Stdout, cmd.Stderr = u.stdout, u.stderr
 	var err error
 	if u.c, err = startChild(cmd); err != nil {
@@ -114,8 +129,21 @@ func (u *Up) Stop(t testing.TB, sig syscall.Signal) {
 // Stdout is everything the child has written to stdout so far.
 func (u *Up) Stdout() string { return u.stdout.String() }
 
-// Output is the end of the child's stdout and stderr, for failure
-// messages: the last 80 lines of each.
+// Stderr is everything the child has written to stderr so far.
+func (u *Up) Stderr() string { return u.stderr.String() }
+
+// Pid is the child's process id.
+func (u *Up) Pid() int { return u.c.cmd.Process.Pid }
+
+// Log is the path of the child's structured log, <data-dir>/cairn.log.
+func (u *Up) Log() string { return filepath.Join(u.DataDir, "cairn.log") }
+
+// Output is the end of the child's stdout, stderr and cairn.log, for
+// failure messages: the last 80 lines of each.
 func (u *Up) Output() string {
-	return fmt.Sprintf("stdout:\n%s\nstderr:\n%s", Tail(u.stdout.String(), 80), Tail(u.stderr.String(), 80))
+	log, err := os.ReadFile(u.Log())
+	if err != nil {
+		log = []byte(err.Error())
+	}
+	return fmt.Sprintf("stdout:\n%s\nstderr:\n%s\ncairn.log:\n%s", Tail(u.stdout.String(), 80), Tail(u.stderr.String(), 80), Tail(string(log), 80))
 }

@@ -59,7 +59,13 @@ type cluster struct {
 // (SIGINT, so that the node cleans up) if the test did not.
 func startCluster(t testing.TB, bin, kubectl, dataDir, addr string) *cluster {
 	t.Helper()
-	u := cairntest.StartUp(t, t, cairntest.UpConfig{Bin: bin, DataDir: dataDir, Addr: addr, StopTimeout: stopTimeout})
+	return startClusterWith(t, kubectl, cairntest.UpConfig{Bin: bin, DataDir: dataDir, Addr: addr, StopTimeout: stopTimeout})
+}
+
+// startClusterWith is startCluster for a `cairn up` as cfg says.
+func startClusterWith(t testing.TB, kubectl string, cfg cairntest.UpConfig) *cluster {
+	t.Helper()
+	u := cairntest.StartUp(t, t, cfg)
 	c := &cluster{Up: u, Kubectl: &cairntest.Kubectl{Path: kubectl, Kubeconfig: u.Kubeconfig(), Home: t.TempDir(), Timeout: callTimeout}}
 	c.WaitReady(t, readyTimeout, func() error {
 		r := c.Run(t, "get", "nodes", "-o", "json")

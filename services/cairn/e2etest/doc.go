@@ -5,8 +5,11 @@
 // ops/examples/web.yaml, pods Ready with IPs, containers checked directly
 // through containerd's CRI socket, pod-to-pod traffic by IP, logs and exec,
 // scaling, crash-loop back-off, and clean-up down to the last container,
-// sandbox and network namespace. It needs root, containerd, runc, the CNI
-// plugins (ops/node-deps.sh) and /usr/bin/kubectl, and skips otherwise.
+// sandbox and network namespace. TestPortableBinary runs a copy of the
+// binary outside the checkout, in an empty directory with no Go toolchain
+// on PATH, to Ready pods and a stop that leaves no process behind. It needs
+// root, containerd, runc, the CNI plugins (ops/node-deps.sh) and
+// /usr/bin/kubectl, and skips otherwise.
 //
 // The benchmark BenchmarkKubelet (go tool task bench:kubelet) measures pod
 // start-up latency as Kubernetes' SLO does (creation to the status that

@@ -6,7 +6,12 @@
 // kubeconfig cairn writes: apply, get in every output format, selectors,
 // patch, scale, watch, describe, create, label, annotate, delete, explain,
 // api-resources, error messages, PodDisruptionBudgets (create pdb, get pdb,
-// patch, validation errors), and a restart on the same data directory.
+// patch, validation errors), Services (create service, expose, get svc -o
+// wide, describe svc, the kubernetes Service's endpoints and slice,
+// explain, validation errors), the workload kinds (create job, create
+// cronjob, create job --from=cronjob, get ds,sts,job,cj,controllerrevisions,
+// apply and apply --server-side, describe, scale sts, validation errors),
+// and a restart on the same data directory.
 //
 // `cairn up` also runs the controllers, so the Deployment the test applies
 // gets ReplicaSets and pods; nothing schedules or runs those pods, so they

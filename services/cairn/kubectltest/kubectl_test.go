@@ -131,6 +131,8 @@ func TestKubectl(t *testing.T) {
 	t.Run("describe", func(t *testing.T) { testDescribe(t, c) })
 	t.Run("create configmap and secret", func(t *testing.T) { testCreate(t, c) })
 	t.Run("poddisruptionbudget", func(t *testing.T) { testPodDisruptionBudget(t, c) })
+	t.Run("service", func(t *testing.T) { testService(t, c) })
+	t.Run("workloads", func(t *testing.T) { testWorkloads(t, c) })
 	t.Run("server-side apply", func(t *testing.T) { testServerSideApply(t, c) })
 	t.Run("label and annotate", func(t *testing.T) { testLabelAnnotate(t, c) })
 	t.Run("explain", func(t *testing.T) { testExplain(t, c) })
@@ -761,6 +763,11 @@ func testExplain(t *testing.T, c *cluster) {
 	}{
 		{"pods.spec.containers", []string{"KIND:       Pod", "FIELD: containers <[]Container>", "DESCRIPTION:", "FIELDS:", "  image\t<string>", "  name\t<string> -required-"}},
 		{"deployment.spec.strategy", []string{"KIND:       Deployment", "GROUP:      apps", "FIELD: strategy <DeploymentStrategy>", "  rollingUpdate\t<RollingUpdateDeployment>", "  type\t<string>"}},
+		{"svc.spec", []string{"KIND:       Service", "FIELD: spec <ServiceSpec>", "  clusterIP\t<string>", "  ports\t<[]ServicePort>", "  selector\t<map[string]string>", "  type\t<string>"}},
+		{"job.spec", []string{"KIND:       Job", "GROUP:      batch", "FIELD: spec <JobSpec>", "  backoffLimit\t<integer>", "  completionMode\t<string>", "  template\t<PodTemplateSpec> -required-"}},
+		{"cronjob.spec.schedule", []string{"KIND:       CronJob", "GROUP:      batch", "FIELD: schedule <string>"}},
+		{"sts.spec.updateStrategy", []string{"KIND:       StatefulSet", "GROUP:      apps", "  rollingUpdate\t<RollingUpdateStatefulSetStrategy>"}},
+		{"ds.spec.updateStrategy.rollingUpdate", []string{"KIND:       DaemonSet", "  maxSurge\t<IntOrString>", "  maxUnavailable\t<IntOrString>"}},
 		{"pdb.spec", []string{"KIND:       PodDisruptionBudget", "GROUP:      policy", "FIELD: spec <PodDisruptionBudgetSpec>", "  maxUnavailable\t<IntOrString>", "  selector\t<LabelSelector>", "  unhealthyPodEvictionPolicy\t<string>"}},
 	}
 	for _, tt := range tests {
@@ -812,6 +819,14 @@ func testAPIResources(t *testing.T, c *cluster) {
 		{"namespaces", "ns", "v1", "false", "Namespace"},
 		{"deployments", "deploy", "apps/v1", "true", "Deployment"},
 		{"poddisruptionbudgets", "pdb", "policy/v1", "true", "PodDisruptionBudget"},
+		{"services", "svc", "v1", "true", "Service"},
+		{"endpoints", "ep", "v1", "true", "Endpoints"},
+		{"endpointslices", "discovery.k8s.io/v1", "true", "EndpointSlice"},
+		{"controllerrevisions", "apps/v1", "true", "ControllerRevision"},
+		{"daemonsets", "ds", "apps/v1", "true", "DaemonSet"},
+		{"statefulsets", "sts", "apps/v1", "true", "StatefulSet"},
+		{"jobs", "batch/v1", "true", "Job"},
+		{"cronjobs", "cj", "batch/v1", "true", "CronJob"},
 		{"selfsubjectaccessreviews", "authorization.k8s.io/v1", "false", "SelfSubjectAccessReview"},
 	}
 	for _, w := range want {
@@ -820,7 +835,7 @@ func testAPIResources(t *testing.T, c *cluster) {
 		}
 	}
 	versions := lines(c.OK(t, "api-versions"))
-	for _, v := range []string{"v1", "apps/v1", "policy/v1"} {
+	for _, v := range []string{"v1", "apps/v1", "batch/v1", "policy/v1", "discovery.k8s.io/v1"} {
 		if !slices.Contains(versions, v) {
 			t.Errorf("api-versions = %q, lacks %s", versions, v)
 		}

@@ -3,7 +3,6 @@ package up
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,8 +26,8 @@ import (
 // starts after the one before it is ready and stops before it. Later
 // services (controllers, scheduler, kubelet) hold a pointer to the control
 // plane service and use its clients from their Run.
-func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, out io.Writer) []supervisor.Service {
-	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, out: out}
+func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, rep *Reporter) []supervisor.Service {
+	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, rep: rep}
 	cm := &controllerManagerService{cp: cp}
 	sched := &schedulerService{cp: cp}
 	svcs := []supervisor.Service{cp, cm, sched}
@@ -151,18 +150,22 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 }
 
 // controlPlaneService runs etcd, NATS, the log publisher, the watch hub and
-// the apiserver (package controlplane), printing a line as each is ready.
+// the apiserver (package controlplane), reporting each as it is ready.
 type controlPlaneService struct {
 	cfg   Config
 	paths Paths
 	pki   *pki.PKI
 	log   *slog.Logger
-	out   io.Writer
+	rep   *Reporter
 
 	cp *controlplane.ControlPlane
 }
 
-func (s *controlPlaneService) Name() string { return "control plane" }
+// controlPlaneName is the control plane's service name; its parts report
+// themselves, so it has no ready line of its own.
+const controlPlaneName = "control plane"
+
+func (s *controlPlaneService) Name() string { return controlPlaneName }
 
 func (s *controlPlaneService) Describe() string {
 	if s.cp == nil {
@@ -180,22 +183,25 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		NATSURL:        s.cfg.NATSURL,
 		Listen:         s.cfg.Listen,
 		TLS:            s.pki.ServerTLSConfig(),
+		// The Service network (cairn up's --service-* and
+		// --advertise-address flags).
+		ServiceClusterIPRange: s.cfg.ServiceClusterIPRange,
+		ServiceNodePortRange:  s.cfg.ServiceNodePortRange,
+		AdvertiseAddress:      s.cfg.AdvertiseAddress,
 		// Kubelets (ours and cairn kubelet's) trust the cluster CA and let
 		// the apiserver's kubelet client (system:masters) read logs and exec.
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
 		Authenticator:    apiserver.X509Authenticator{},
-		OnReady: func(component, detail string) {
-			fmt.Fprintf(s.out, "%s ready (%s)\n", component, detail)
-		},
-		Log: s.log,
+		OnReady:          s.rep.Ready,
+		Log:              s.log,
 	})
 	if err != nil {
 		return err
 	}
 	s.cp = cp
 	defer cp.Close()
-	fmt.Fprintf(s.out, "history ready (https://%s%s: timelines, audit and the page; in a browser: kubectl proxy, then http://127.0.0.1:8001%s)\n",
-		cp.Addr, history.Prefix, history.Prefix)
+	s.rep.Ready("history", fmt.Sprintf("https://%s%s: timelines, audit and the page; in a browser: kubectl proxy, then http://127.0.0.1:8001%s",
+		cp.Addr, history.Prefix, history.Prefix))
 	epPath := endpoints.Path(s.paths.Root)
 	if err := endpoints.Write(epPath, endpoints.Set{Etcd: cp.EtcdEndpoints(), NATS: cp.NATSURL(), APIServer: "https://" + cp.Addr}); err != nil {
 		return err

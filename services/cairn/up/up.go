@@ -42,6 +42,11 @@ type Config struct {
 	// RebuildHistory rebuilds the history store (DataDir/history.db) from
 	// the whole log at start.
 	RebuildHistory bool
+	// ServiceClusterIPRange, ServiceNodePortRange and AdvertiseAddress are
+	// the apiserver's (controlplane.Config); empty means its defaults.
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+	AdvertiseAddress      string
 }
 
 // Paths is the layout of a data directory. All fields are absolute.
@@ -53,6 +58,7 @@ type Paths struct {
 	Etcd       string // the embedded etcd's data
 	NATS       string // the embedded NATS server's JetStream store
 	History    string // the history projection's store (bbolt)
+	Log        string // cairn up's structured log (see OpenLog)
 }
 
 // PathsOf returns the layout of the data directory dir.
@@ -69,13 +75,15 @@ func PathsOf(dir string) (Paths, error) {
 		Etcd:       filepath.Join(root, "etcd"),
 		NATS:       filepath.Join(root, "nats"),
 		History:    filepath.Join(root, "history.db"),
+		Log:        filepath.Join(root, "cairn.log"),
 	}, nil
 }
 
-// Run brings the cluster up, prints a line to out as each part becomes
-// ready, and blocks until ctx is cancelled or a service fails; then it stops
-// everything in reverse order and returns. It returns nil after a clean stop
-// on cancellation.
+// Run brings the cluster up, reports each part to out (see Reporter) as it
+// becomes ready, and blocks until ctx is cancelled or a service fails; then
+// it stops everything in reverse order and returns. It returns nil after a
+// clean stop on cancellation. Structured records go to log only (cairn up
+// passes the logger of OpenLog).
 func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error {
 	paths, err := PathsOf(cfg.DataDir)
 	if err != nil {
@@ -89,39 +97,34 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 		return err
 	}
 	defer unlock()
+	log.Info("up: starting", "dataDir", paths.Root, "pid", os.Getpid())
 
 	server, hosts, err := apiserverURL(cfg.Listen)
 	if err != nil {
 		return err
 	}
+	rep := NewReporter(out)
 	p, err := pki.Load(paths.PKI, append(hosts, cfg.Hosts...))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	fmt.Fprintf(out, "pki ready (%s)\n", paths.PKI)
+	rep.Ready("pki", paths.PKI)
 
 	if err := kubeconfig.Write(paths.Kubeconfig, server, p.CAPEM, p.AdminCertPEM, p.AdminKeyPEM, pki.AdminUser); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
-	fmt.Fprintf(out, "kubeconfig written (%s)\n", paths.Kubeconfig)
+	rep.Written("kubeconfig", paths.Kubeconfig)
 
-	svcs := services(cfg, paths, p, log, out)
+	svcs := services(cfg, paths, p, log, rep)
 	opts := supervisor.Options{
 		Log: log,
 		OnReady: func(name, detail string) {
-			if detail == "" {
-				fmt.Fprintf(out, "%s ready\n", name)
-				return
+			if name == controlPlaneName {
+				return // etcd, NATS, the log, the apiserver and the history had a line each
 			}
-			fmt.Fprintf(out, "%s ready (%s)\n", name, detail)
+			rep.Ready(name, detail)
 		},
-		OnAllReady: func() {
-			if len(svcs) == 0 {
-				fmt.Fprintln(out, "cairn up: no services are wired in yet; waiting for a signal")
-				return
-			}
-			fmt.Fprintf(out, "cairn up: all %d services ready; export KUBECONFIG=%s\n", len(svcs), paths.Kubeconfig)
-		},
+		OnAllReady: func() { rep.AllReady(len(svcs), paths.Log, paths.Kubeconfig) },
 	}
 	if err := supervisor.Run(ctx, opts, svcs...); err != nil {
 		return fmt.Errorf("up: %w", err)

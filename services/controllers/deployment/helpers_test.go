@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -52,20 +53,18 @@ func testLog() *slog.Logger {
 func startWorld(t *testing.T) *world {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	ctrlCfg := env.ConfigFor(controlplanetest.ControllerToken)
-	dc, err := New(Config{RestConfig: ctrlCfg, JS: env.JS, Workers: 4, Log: testLog()})
-	if err != nil {
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, testLog(), nil)
+	if _, err := New(m, Options{Workers: 4}); err != nil {
 		t.Fatal(err)
 	}
-	rsc, err := newReplicaSetRunner(ctrlCfg, env)
-	if err != nil {
+	if err := addReplicaSets(m, env); err != nil {
 		t.Fatal(err)
 	}
 	kl, err := newFakeKubelet(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, dc, rsc, kl)
+	run(t, m, kl)
 	target, err := url.Parse(env.URL)
 	if err != nil {
 		t.Fatal(err)

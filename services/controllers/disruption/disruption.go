@@ -2,12 +2,10 @@ package disruption
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
@@ -42,33 +39,17 @@ const DeletionTimeout = 2 * time.Minute
 // cache is partial (see the package doc).
 const PartialResync = 5 * time.Second
 
-// ErrConfig is returned by New for an incomplete Config.
-var ErrConfig = errors.New("disruption: bad config")
-
 var (
 	pdbResource = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
 	pdbKind     = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
 )
 
-// Config configures the controller.
-type Config struct {
-	RestConfig *rest.Config
-	JS         jetstream.JetStream
+// Options configure the controller.
+type Options struct {
 	// Workers is the number of budgets reconciled at once; 0 means 2.
 	Workers int
-	// Owns and Guard decide which budgets this replica handles (see
-	// consumer.ControllerConfig).
-	Owns  func(key string) bool
-	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
 	// Clock is the time source; nil is time.Now.
 	Clock func() time.Time
-	// Pods, ReplicaSets and Deployments are caches shared with other
-	// controllers of the process, run by whoever made them. Nil: New makes
-	// its own and Run runs them.
-	Pods        *consumer.Cache[*corev1.Pod]
-	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
-	Deployments *consumer.Cache[*appsv1.Deployment]
 }
 
 // Controller is the disruption controller. Build it with New and start it
@@ -83,61 +64,41 @@ type Controller struct {
 	deps     *consumer.Cache[*appsv1.Deployment]
 	ctrl     *consumer.Controller
 	recorder *eventrecord.Recorder
-	// own are the caches (and the recorder) this controller made and runs.
-	own []consumer.Runner
 }
 
-// New builds the controller, its caches and its queue.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("disruption: new: RestConfig and JS are required: %w", ErrConfig)
+// New builds the controller on m's caches (pods Partitioned), client and recorder.
+func New(m *consumer.Manager, opts Options) (*Controller, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if opts.Workers <= 0 {
+		opts.Workers = 2
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
-	}
-	log := cfg.Log.With("controller", Name)
-	c := &Controller{log: log, now: cfg.Clock}
+	log := m.Log().With("controller", Name)
+	c := &Controller{log: log, now: opts.Clock, client: m.Client()}
 	var err error
-	if c.client, err = consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), cfg.Workers); err != nil {
+	if c.recorder, err = eventrecord.ForManager(m, eventrecord.Config{Component: Component, Now: opts.Clock, Log: log}, 0, 0); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	if c.recorder, err = eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log}, 0, 0); err != nil {
+	if c.pdbs, err = consumer.CacheFor[*policyv1.PodDisruptionBudget](m, pdbResource); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	c.own = append(c.own, c.recorder)
-	if c.pdbs, err = consumer.SharedOr(nil, consumer.CacheConfig[*policyv1.PodDisruptionBudget]{
-		Resource: pdbResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}, &c.own); err != nil {
+	if c.pods, err = consumer.CacheFor[*corev1.Pod](m, corev1.SchemeGroupVersion.WithResource("pods"), consumer.Partitioned()); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	if c.pods, err = consumer.SharedOr(cfg.Pods, consumer.CacheConfig[*corev1.Pod]{
-		Resource: corev1.SchemeGroupVersion.WithResource("pods"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}, &c.own); err != nil {
+	if c.rsets, err = consumer.CacheFor[*appsv1.ReplicaSet](m, appsv1.SchemeGroupVersion.WithResource("replicasets")); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	if c.rsets, err = consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
-		Resource: appsv1.SchemeGroupVersion.WithResource("replicasets"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}, &c.own); err != nil {
+	if c.deps, err = consumer.CacheFor[*appsv1.Deployment](m, appsv1.SchemeGroupVersion.WithResource("deployments")); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	if c.deps, err = consumer.SharedOr(cfg.Deployments, consumer.CacheConfig[*appsv1.Deployment]{
-		Resource: appsv1.SchemeGroupVersion.WithResource("deployments"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}, &c.own); err != nil {
-		return nil, fmt.Errorf("disruption: new: %w", err)
-	}
-	if c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: Name, Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard, Log: log,
+	if c.ctrl, err = m.NewController(consumer.ControllerConfig{
+		Name: Name, Reconciler: c, Workers: opts.Workers, Log: log,
 		WaitFor: []consumer.Syncer{c.pdbs, c.pods, c.rsets, c.deps},
 	}); err != nil {
 		return nil, fmt.Errorf("disruption: new: %w", err)
 	}
-	consumer.Watch(c.pdbs, c.ctrl, nil)
+	consumer.For(c.pdbs, c.ctrl, nil)
 	enqueue := func(pod *corev1.Pod, ev *events.Event) {
 		for _, pdb := range c.budgetsOf(pod) {
 			c.ctrl.Enqueue(consumer.KeyOf(pdb), ev)
@@ -154,36 +115,6 @@ func New(cfg Config) (*Controller, error) {
 		OnDelete: enqueue,
 	})
 	return c, nil
-}
-
-// Run starts the caches it owns, the recorder and the workers, and blocks
-// until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	if err := consumer.RunAll(ctx, append(c.own, c.ctrl)...); err != nil {
-		return fmt.Errorf("disruption: %w", err)
-	}
-	return nil
-}
-
-// WaitForSync waits until the caches hold their first snapshot.
-func (c *Controller) WaitForSync(ctx context.Context) error {
-	for _, s := range []consumer.Syncer{c.pdbs, c.pods, c.rsets, c.deps} {
-		if err := s.WaitForSync(ctx); err != nil {
-			return fmt.Errorf("disruption: wait for sync: %w", err)
-		}
-	}
-	return nil
-}
-
-// WaitForLog waits until the caches have applied everything on the log
-// now (the controller manager's catch-up on a partition takeover).
-func (c *Controller) WaitForLog(ctx context.Context) error {
-	for _, w := range []interface{ WaitForLog(context.Context) error }{c.pdbs, c.pods, c.rsets, c.deps} {
-		if err := w.WaitForLog(ctx); err != nil {
-			return fmt.Errorf("disruption: %w", err)
-		}
-	}
-	return nil
 }
 
 // budgetsOf are the budgets of pod's namespace whose selector matches it.

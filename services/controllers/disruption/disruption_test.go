@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -34,12 +35,11 @@ type rig struct {
 func start(t *testing.T, ns string) *rig {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	c, err := disruption.New(disruption.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS,
-		Log: controlplanetest.Logger("DISRUPTION_TEST_LOG")})
-	if err != nil {
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("DISRUPTION_TEST_LOG"), nil)
+	if _, err := disruption.New(m, disruption.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	controlplanetest.RunSynced(t, c)
+	controlplanetest.RunSynced(t, m)
 	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,19 +4,20 @@
 //
 // # What it watches
 //
-// At start, Run asks discovery for every resource the apiserver serves that
-// can be listed, watched and deleted, and runs one consumer.Cache (of
-// *metav1.PartialObjectMetadata: only the metadata is decoded, the
-// collector needs nothing else) per resource, each with an extra index over
-// the UIDs of all its ownerReferences (not only the controller's): the
-// dependents of an owner are ByIndex(IndexOwnerUID, uid) over every cache.
-// For a resource of Config.Shared it reads that cache instead, through
-// its metadata (consumer.MetaCache): the controller manager's pod,
-// ReplicaSet and Deployment caches, built with OwnerIndexers, so that each
-// of their events is delivered and decoded once per process rather than
-// twice.
+// When its Manager runs it, the collector asks discovery for every resource
+// the apiserver serves that can be listed, watched and deleted, and asks
+// the Manager for one cache per resource (consumer.MetaFor), each with an
+// extra index over the UIDs of all its ownerReferences (not only the
+// controller's): the dependents of an owner are ByIndex(IndexOwnerUID,
+// uid) over every cache. A resource another controller of the process has
+// a typed cache of (the controller manager's pods, ReplicaSets and
+// Deployments) is read from that cache, through its metadata, so that each
+// of its events is delivered and decoded once per process rather than
+// twice; the others get a cache of *metav1.PartialObjectMetadata (only the
+// metadata is decoded, the collector needs nothing else). The Manager
+// reports not ready until they exist (Manager.Starting).
 // Each resource has its own consumer.Controller keyed "namespace/name", so
-// ControllerConfig.Owns partitions the work as for any controller.
+// the Manager's shard partitions the work as for any controller.
 //
 // # The three propagation policies
 //

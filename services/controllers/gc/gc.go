@@ -2,7 +2,6 @@ package gc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,14 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
@@ -28,50 +25,33 @@ import (
 // ownerReferences (consumer.IndexOwner has only the controller's).
 const IndexOwnerUID = "ownerUID"
 
-// ErrConfig is returned by New for an incomplete Config.
-var ErrConfig = errors.New("gc: bad config")
-
-// Config configures the garbage collector.
-type Config struct {
-	// RestConfig reaches the apiserver (as the controller manager).
-	RestConfig *rest.Config
-	// JS reads the log.
-	JS jetstream.JetStream
+// Options configure the garbage collector.
+type Options struct {
 	// Workers is the number of concurrent reconciles per resource; 0 means 2.
 	Workers int
-	// Owns reports whether this replica handles a "namespace/name" key
-	// (of any resource); nil owns every key.
+	// Owns, if set, decides which keys this collector handles instead of
+	// the manager's shard (tests that split keys without one).
 	Owns func(key string) bool
-	// Guard, if set, is checked right before each reconcile instead of
-	// Owns (see consumer.ControllerConfig.Guard).
-	Guard func(key string) (done func(), ok bool)
-	// Shared are caches this process already runs, for the collector to
-	// read instead of following their resources on the log again (the
-	// controller manager shares its pod, ReplicaSet and Deployment caches).
-	// Each must maintain IndexOwnerUID (built with OwnerIndexers); whoever
-	// built it runs it.
-	Shared []consumer.MetaCache
-	Log    *slog.Logger
-	// Clock is unused; it is here for the common controller Config shape.
-	Clock func() time.Time
 }
 
-// Controller is the garbage collector. Build it with New, start it with Run.
+// Controller is the garbage collector. Build it with New; its Manager runs
+// it.
 type Controller struct {
-	cfg    Config
+	m      *consumer.Manager
+	opts   Options
 	log    *slog.Logger
 	client dynamic.Interface
 	disco  discovery.DiscoveryInterface
 
-	// Set by Run before any reconcile; read-only afterwards.
+	// Set by run before any reconcile; read-only afterwards.
 	resources []*resource
 	byKind    map[schema.GroupKind]*resource
 
 	absent absentOwners
-	// started is set once resources, caches and controllers are built;
-	// WaitForLog and Resync (called by the sharder from other goroutines)
-	// do nothing before.
+	// started is set once resources, caches and controllers are built.
 	started atomic.Bool
+	// starting keeps the manager not ready until then.
+	starting func()
 }
 
 // resource is one served resource with its cache and controller.
@@ -80,44 +60,27 @@ type resource struct {
 	kind       string
 	namespaced bool
 	cache      consumer.MetaCache
-	// own is the cache when the collector runs it, nil when shared.
-	own  *consumer.Cache[*metav1.PartialObjectMetadata]
-	ctrl *consumer.Controller
+	ctrl       *consumer.Controller
 }
 
-// New builds a garbage collector. It does no I/O: Run discovers the
-// resources.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("gc: new: RestConfig and JS are required: %w", ErrConfig)
+// New builds a garbage collector on m. It does no I/O: when m runs it,
+// it discovers the resources and asks m for a cache of each (MetaFor: the
+// typed caches other controllers asked for first are shared) and a
+// controller.
+func New(m *consumer.Manager, opts Options) (*Controller, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	for _, sc := range cfg.Shared {
-		if !sc.HasIndex(IndexOwnerUID) {
-			return nil, fmt.Errorf("gc: new: shared %s cache has no %s index (build it with OwnerIndexers): %w", sc.Resource().Resource, IndexOwnerUID, ErrConfig)
-		}
-	}
-	client, err := dynamic.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
-	if err != nil {
-		return nil, fmt.Errorf("gc: new: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg.RestConfig)
-	if err != nil {
-		return nil, fmt.Errorf("gc: new: %w", err)
-	}
-	return &Controller{cfg: cfg, log: cfg.Log.With("controller", "gc"), client: client, disco: disco,
-		absent: absentOwners{m: map[types.UID]struct{}{}}}, nil
+	c := &Controller{m: m, opts: opts, log: m.Log().With("controller", "gc"), client: m.Dynamic(), disco: m.Discovery(),
+		absent: absentOwners{m: map[types.UID]struct{}{}}}
+	c.starting = m.Starting("garbagecollector")
+	m.Add("garbagecollector", consumer.RunnerFunc(c.run))
+	return c, nil
 }
 
-// Run discovers the served resources, starts a cache and a controller for
-// each, and collects garbage until ctx ends. It waits for every goroutine
-// it started and returns nil then, or the error that stopped it.
-func (c *Controller) Run(ctx context.Context) error {
+// run discovers the served resources, registers a cache and a controller
+// for each with the manager, and returns when ctx ends.
+func (c *Controller) run(ctx context.Context) error {
 	if err := c.discover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -128,31 +91,38 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, r := range c.resources {
 		waitFor = append(waitFor, r.cache)
 	}
-	runners := make([]consumer.Runner, 0, 2*len(c.resources))
+	var ctrls []*consumer.Controller
 	for _, r := range c.resources {
 		owns, guard := c.ownership(r)
 		ctrl, err := consumer.NewController(consumer.ControllerConfig{
 			Name: "gc-" + r.gvr.GroupResource().String(), Reconciler: reconciler{c, r},
-			Workers: c.cfg.Workers, Owns: owns, Guard: guard, WaitFor: waitFor, Log: c.log,
+			Workers: c.opts.Workers, Owns: owns, Guard: guard, WaitFor: waitFor, Log: c.log,
 		})
 		if err != nil {
 			return fmt.Errorf("gc: run: %w", err)
 		}
 		r.ctrl = ctrl
+		ctrls = append(ctrls, ctrl)
 	}
 	for _, r := range c.resources {
 		r.cache.AddHandler(c.handler(r))
-		if r.own != nil {
-			runners = append(runners, r.own)
-		}
-		runners = append(runners, r.ctrl)
+		r.ctrl.OnResync(func(cause *events.Event) {
+			for _, o := range r.cache.List(nil) {
+				r.ctrl.Enqueue(consumer.KeyOf(o), cause)
+			}
+		})
 	}
 	c.started.Store(true)
 	c.log.Info("garbage collector starting", "resources", len(c.resources))
-	return consumer.RunAll(ctx, runners...)
+	for _, ctrl := range ctrls {
+		c.m.AddController(ctrl)
+	}
+	c.starting()
+	<-ctx.Done()
+	return nil
 }
 
-// ownership is Config.Owns and Config.Guard for the objects of r. A
+// ownership is the Owns and Guard for the objects of r. A
 // partial cache (a scaled-out manager's pods, see
 // consumer.Cache.SetPartitions) holds the objects whose controller's
 // partition this replica follows, so its objects go to the replica that
@@ -172,10 +142,14 @@ func (c *Controller) ownership(r *resource) (owns func(string) bool, guard func(
 		}
 		return key
 	}
-	if o := c.cfg.Owns; o != nil {
+	o, g := c.m.Owns(), c.m.Guard()
+	if c.opts.Owns != nil {
+		o, g = c.opts.Owns, nil
+	}
+	if o != nil {
 		owns = func(key string) bool { return o(shardKey(key)) }
 	}
-	if g := c.cfg.Guard; g != nil {
+	if g != nil {
 		guard = func(key string) (func(), bool) { return g(shardKey(key)) }
 	}
 	return owns, guard
@@ -208,17 +182,8 @@ func (c *Controller) discover(ctx context.Context) error {
 				continue
 			}
 			r := &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced}
-			if i := slices.IndexFunc(c.cfg.Shared, func(sc consumer.MetaCache) bool { return sc.Resource() == r.gvr }); i >= 0 {
-				r.cache = c.cfg.Shared[i]
-			} else {
-				r.own, err = consumer.NewCache(consumer.CacheConfig[*metav1.PartialObjectMetadata]{
-					Resource: r.gvr, Config: c.cfg.RestConfig, JS: c.cfg.JS, Log: c.log,
-					Indexers: OwnerIndexers[*metav1.PartialObjectMetadata](),
-				})
-				if err != nil {
-					return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
-				}
-				r.cache = consumer.Meta(r.own)
+			if r.cache, err = consumer.MetaFor(c.m, r.gvr, consumer.WithMetaIndex(IndexOwnerUID, ownerUIDs)); err != nil {
+				return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
 			}
 			c.resources = append(c.resources, r)
 			c.byKind[schema.GroupKind{Group: gv.Group, Kind: ar.Kind}] = r
@@ -234,12 +199,6 @@ func hasVerbs(have metav1.Verbs, want ...string) bool {
 		}
 	}
 	return true
-}
-
-// OwnerIndexers are the indexers a cache the collector reads must have
-// (Config.Shared).
-func OwnerIndexers[T consumer.Object]() map[string]consumer.IndexFunc[T] {
-	return map[string]consumer.IndexFunc[T]{IndexOwnerUID: func(obj T) []string { return ownerUIDs(obj) }}
 }
 
 // ownerUIDs is the IndexOwnerUID index function.

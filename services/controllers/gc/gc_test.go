@@ -234,16 +234,16 @@ func testGarbageCollector(t *testing.T, env *controlplanetest.Env) {
 func TestLaggingCache(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := context.Background()
-	pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), nil)
+	m := newManager(t, env)
+	pods := sharedCache[*corev1.Pod](t, m, corev1.SchemeGroupVersion.WithResource("pods"), nil)
 	release := make(chan struct{})
 	pods.AddHandler(consumer.Handler[*corev1.Pod]{OnAdd: func(p *corev1.Pod, ev *events.Event) {
 		if ev != nil && strings.HasPrefix(p.Name, "gate-") {
 			<-release
 		}
 	}})
-	t.Cleanup(func() { close(release) }) // runs before the cache is stopped
-	c := runCollector(t, Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS,
-		Log: controlplanetest.Logger("GC_TEST_LOG"), Shared: []consumer.MetaCache{consumer.Meta(pods)}})
+	c := runCollector(t, m, Options{})
+	t.Cleanup(func() { close(release) }) // runs before the manager is stopped
 	var cms consumer.MetaCache
 	for _, r := range c.resources {
 		if r.gvr.Resource == "configmaps" {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -35,21 +36,21 @@ const timeout = 30 * time.Second
 
 // start runs a control plane and the collector (as the controller manager)
 // until the test ends. With shared, the collector reads pods and
-// ReplicaSets from typed caches the test runs, as the controller manager
-// shares its own.
+// ReplicaSets from typed caches asked of its manager first, as the
+// controller manager's other controllers do.
 func start(t *testing.T, shared bool) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	cfg := Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG")}
+	m := newManager(t, env)
+	var pods, rsets consumer.MetaCache
 	if shared {
-		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), nil)
-		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil)
-		cfg.Shared = []consumer.MetaCache{consumer.Meta(pods), consumer.Meta(rsets)}
+		pods = consumer.Meta(sharedCache[*corev1.Pod](t, m, corev1.SchemeGroupVersion.WithResource("pods"), nil))
+		rsets = consumer.Meta(sharedCache[*appsv1.ReplicaSet](t, m, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil))
 	}
-	c := runCollector(t, cfg)
+	c := runCollector(t, m, Options{})
 	if shared {
 		for _, r := range c.resources {
-			if r.own != nil && (r.gvr.Resource == "pods" || r.gvr.Resource == "replicasets") {
+			if r.gvr.Resource == "pods" && r.cache != pods || r.gvr.Resource == "replicasets" && r.cache != rsets {
 				t.Fatalf("the collector runs its own %s cache instead of the shared one", r.gvr.Resource)
 			}
 		}
@@ -57,20 +58,25 @@ func start(t *testing.T, shared bool) *controlplanetest.Env {
 	return env
 }
 
-// runCollector runs a collector until the test ends and waits until its
-// caches hold what the log holds: a test's writes then reach it as events
-// (with their causes), not in a first snapshot.
-func runCollector(t *testing.T, cfg Config) *Controller {
+// newManager is a manager as the controller manager.
+func newManager(t *testing.T, env *controlplanetest.Env) *consumer.Manager {
+	return consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("GC_TEST_LOG"), nil)
+}
+
+// runCollector adds a collector to m, runs m until the test ends and waits
+// until its caches hold what the log holds: a test's writes then reach it
+// as events (with their causes), not in a first snapshot.
+func runCollector(t *testing.T, m *consumer.Manager, opts Options) *Controller {
 	t.Helper()
-	c, err := New(cfg)
+	c, err := New(m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	controlplanetest.Run(t, c)
+	controlplanetest.Run(t, m)
 	eventually(t, timeout, "the collector to discover the resources", c.started.Load)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := c.WaitForLog(ctx); err != nil {
+	if err := m.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -79,8 +85,8 @@ func runCollector(t *testing.T, cfg Config) *Controller {
 // startPartitioned runs a control plane and two collectors that split the
 // keys as two scaled-out controller-manager replicas do: each owns the
 // keys that hash to its half of two partitions, and its shared pod cache
-// follows only the pods whose controller is in its half (as the
-// manager's subjectPartitions maps sharder partitions).
+// follows only the pods whose controller is in its half (as a sharded
+// manager's consumer.SubjectPartitions maps shard partitions).
 func startPartitioned(t *testing.T) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
@@ -91,27 +97,25 @@ func startPartitioned(t *testing.T) *controlplanetest.Env {
 				half = append(half, p)
 			}
 		}
-		pods := sharedCache[*corev1.Pod](t, env, corev1.SchemeGroupVersion.WithResource("pods"), half)
-		rsets := sharedCache[*appsv1.ReplicaSet](t, env, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil)
-		runCollector(t, Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("GC_TEST_LOG"),
-			Owns:   func(key string) bool { return events.KeyHash(key)%2 == i },
-			Shared: []consumer.MetaCache{consumer.Meta(pods), consumer.Meta(rsets)}})
+		m := newManager(t, env)
+		sharedCache[*corev1.Pod](t, m, corev1.SchemeGroupVersion.WithResource("pods"), half)
+		sharedCache[*appsv1.ReplicaSet](t, m, appsv1.SchemeGroupVersion.WithResource("replicasets"), nil)
+		runCollector(t, m, Options{Owns: func(key string) bool { return events.KeyHash(key)%2 == i }})
 	}
 	return env
 }
 
-// sharedCache runs a typed cache of gvr with the collector's index,
-// following only partitions parts unless parts is nil.
-func sharedCache[T consumer.Object](t *testing.T, env *controlplanetest.Env, gvr schema.GroupVersionResource, parts []int) *consumer.Cache[T] {
+// sharedCache asks m for a typed cache of gvr, following only partitions
+// parts unless parts is nil.
+func sharedCache[T consumer.Object](t *testing.T, m *consumer.Manager, gvr schema.GroupVersionResource, parts []int) *consumer.Cache[T] {
 	t.Helper()
-	c, err := consumer.NewCache(consumer.CacheConfig[T]{Resource: gvr, Config: env.Config, JS: env.JS, Indexers: OwnerIndexers[T]()})
+	c, err := consumer.CacheFor[T](m, gvr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if parts != nil {
 		c.SetPartitions(parts)
 	}
-	controlplanetest.Run(t, c)
 	return c
 }
 

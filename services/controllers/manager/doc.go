@@ -1,7 +1,9 @@
 // Package manager runs cairn's controllers as one service, the
 // controller-manager: replicaset, deployment, garbage collector,
 // namespace, node IPAM, disruption and node lifecycle controllers, each a
-// consumer of the log that writes back through the apiserver.
+// consumer of the log that writes back through the apiserver. They run on
+// one events/consumer.Manager (shared caches, clients, recorders, shard);
+// Controllers lists them, one line each.
 //
 // # Scale-out
 //
@@ -12,8 +14,8 @@
 // over a partition it first catches up: it writes its marker Lease
 // (kube-system/cairn-controller-manager-<identity>) through the apiserver,
 // waits until that write is on the log (so everything committed before it
-// is too), and waits until each controller's caches have applied the log up
-// to there. Only then does it queue the partition's keys. A dead replica's
+// is too), and waits until each of its caches has applied the log up to
+// there (consumer.ShardOptions.Marker: the catch-up is the Manager's). Only then does it queue the partition's keys. A dead replica's
 // partitions move to the others when their leases expire (6 s by default).
 //
 // # Pods by partition
@@ -24,7 +26,8 @@
 // the sharder's partition of the ReplicaSet's key, so each replica's pod
 // cache follows only the subject partitions of the sharder partitions it
 // leases, plus the pods without a controller (which any ReplicaSet may
-// adopt): followPartitions sets them (consumer.Cache.SetPartitions) when a
+// adopt): the consumer.Manager sets them on its Partitioned caches
+// (consumer.Cache.SetPartitions) when a
 // partition is leased (before its catch-up, which then also waits for the
 // new pods' snapshot) and when one is released or lost. A pod that
 // changes controller is published on no partition, so the replica it

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,36 +16,21 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
 )
 
-// ErrConfig is returned by New for an incomplete Config.
-var ErrConfig = errors.New("namespace: bad config")
-
-// Config configures the namespace controller.
-type Config struct {
-	// RestConfig reaches the apiserver (as the controller manager).
-	RestConfig *rest.Config
-	// JS reads the log.
-	JS jetstream.JetStream
+// Options configure the namespace controller.
+type Options struct {
 	// Workers is the number of namespaces handled at once; 0 means 2.
 	Workers int
-	// Owns reports whether this replica handles a namespace (its key is its
-	// name); nil owns every namespace.
-	Owns func(key string) bool
-	// Guard, if set, is checked right before each reconcile instead of
-	// Owns (see consumer.ControllerConfig.Guard).
-	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
 	// Clock stamps condition transitions; nil is time.Now.
 	Clock func() time.Time
 }
 
 // Controller is the namespace controller.
 type Controller struct {
-	cfg     Config
+	cfg     Options
 	log     *slog.Logger
 	client  kubernetes.Interface
 	dynamic dynamic.Interface
@@ -65,56 +49,29 @@ const (
 	maxRecheck = 8 * time.Second
 )
 
-// New builds the controller; Run starts it.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("namespace: new: RestConfig and JS are required: %w", ErrConfig)
+// New builds the controller on m's namespace cache and clients.
+func New(m *consumer.Manager, opts Options) (*Controller, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	wrapped := consumer.WrapConfig(cfg.RestConfig)
-	client, err := kubernetes.NewForConfig(wrapped)
-	if err != nil {
+	c := &Controller{cfg: opts, log: m.Log().With("controller", "namespace"), client: m.Client(), dynamic: m.Dynamic(),
+		disco: m.Discovery(), retries: map[string]int{}}
+	var err error
+	if c.cache, err = consumer.CacheFor[*corev1.Namespace](m, corev1.SchemeGroupVersion.WithResource("namespaces")); err != nil {
 		return nil, fmt.Errorf("namespace: new: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(wrapped)
-	if err != nil {
-		return nil, fmt.Errorf("namespace: new: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg.RestConfig)
-	if err != nil {
-		return nil, fmt.Errorf("namespace: new: %w", err)
-	}
-	c := &Controller{cfg: cfg, log: cfg.Log.With("controller", "namespace"), client: client, dynamic: dyn, disco: disco,
-		retries: map[string]int{}}
-	c.cache, err = consumer.NewCache(consumer.CacheConfig[*corev1.Namespace]{
-		Resource: corev1.SchemeGroupVersion.WithResource("namespaces"), Config: cfg.RestConfig, JS: cfg.JS, Log: c.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("namespace: new: %w", err)
-	}
-	c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: "namespace", Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard,
+	c.ctrl, err = m.NewController(consumer.ControllerConfig{
+		Name: "namespace", Reconciler: c, Workers: opts.Workers,
 		WaitFor: []consumer.Syncer{c.cache}, Log: c.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("namespace: new: %w", err)
 	}
-	consumer.Watch(c.cache, c.ctrl, nil)
+	consumer.For(c.cache, c.ctrl, nil)
 	return c, nil
-}
-
-// Run runs the cache and the controller until ctx ends, then waits for
-// both and returns nil (or the error that stopped them).
-func (c *Controller) Run(ctx context.Context) error {
-	return consumer.RunAll(ctx, c.cache, c.ctrl)
 }
 
 // Reconcile empties a namespace being deleted and finalizes it.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -27,11 +28,11 @@ func start(t *testing.T, run bool) *controlplanetest.Env {
 	if !run {
 		return env
 	}
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("NS_TEST_LOG")})
-	if err != nil {
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("NS_TEST_LOG"), nil)
+	if _, err := New(m, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	controlplanetest.Run(t, c)
+	controlplanetest.Run(t, m)
 	return env
 }
 

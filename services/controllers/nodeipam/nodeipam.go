@@ -8,13 +8,11 @@ import (
 	"math/big"
 	"net/netip"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
@@ -32,23 +30,17 @@ const (
 	DefaultNodeMask    = 24
 )
 
-// Config configures the allocator.
-type Config struct {
-	RestConfig *rest.Config
-	JS         jetstream.JetStream
+// Options configure the allocator.
+type Options struct {
 	// ClusterCIDR is carved into node subnets; default DefaultClusterCIDR.
 	ClusterCIDR string
 	// NodeMask is the prefix length of a node's subnet; default 24.
 	NodeMask int
-	// Owns and Guard decide, with Key, whether this replica allocates.
-	Owns  func(key string) bool
-	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
 }
 
 // Controller is the node IPAM controller.
 type Controller struct {
-	cfg     Config
+	cfg     Options
 	cluster netip.Prefix
 	size    int // subnets in the cluster CIDR
 	log     *slog.Logger
@@ -60,19 +52,14 @@ type Controller struct {
 	given map[string]netip.Prefix
 }
 
-// New builds the controller.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("nodeipam: RestConfig and JS are required: %w", ErrConfig)
-	}
+// New builds the controller on m's node cache; whether this replica
+// allocates is m's shard's say on Key.
+func New(m *consumer.Manager, cfg Options) (*Controller, error) {
 	if cfg.ClusterCIDR == "" {
 		cfg.ClusterCIDR = DefaultClusterCIDR
 	}
 	if cfg.NodeMask == 0 {
 		cfg.NodeMask = DefaultNodeMask
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cluster, err := netip.ParsePrefix(cfg.ClusterCIDR)
 	if err != nil || !cluster.Addr().Is4() {
@@ -83,30 +70,18 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("nodeipam: node mask /%d does not fit cluster CIDR %s: %w", cfg.NodeMask, cluster, ErrConfig)
 	}
 	c := &Controller{cfg: cfg, cluster: cluster, size: 1 << (cfg.NodeMask - cluster.Bits()),
-		log: cfg.Log.With("controller", "nodeipam"), given: map[string]netip.Prefix{}}
-	c.client, err = kubernetes.NewForConfig(consumer.WrapConfig(cfg.RestConfig))
+		log: m.Log().With("controller", "nodeipam"), client: m.Client(), given: map[string]netip.Prefix{}}
+	if c.cache, err = consumer.CacheFor[*corev1.Node](m, corev1.SchemeGroupVersion.WithResource("nodes")); err != nil {
+		return nil, fmt.Errorf("nodeipam: %w", err)
+	}
+	c.ctrl, err = m.NewController(consumer.ControllerConfig{Name: "nodeipam", Reconciler: c, Workers: 1,
+		WaitFor: []consumer.Syncer{c.cache}, Log: c.log})
 	if err != nil {
 		return nil, fmt.Errorf("nodeipam: %w", err)
 	}
-	c.cache, err = consumer.NewCache(consumer.CacheConfig[*corev1.Node]{
-		Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Config: cfg.RestConfig, JS: cfg.JS, Log: c.log})
-	if err != nil {
-		return nil, fmt.Errorf("nodeipam: %w", err)
-	}
-	c.ctrl, err = consumer.NewController(consumer.ControllerConfig{Name: "nodeipam", Reconciler: c, Workers: 1,
-		Owns: cfg.Owns, Guard: cfg.Guard, WaitFor: []consumer.Syncer{c.cache}, Log: c.log})
-	if err != nil {
-		return nil, fmt.Errorf("nodeipam: %w", err)
-	}
-	consumer.Watch(c.cache, c.ctrl, func(*corev1.Node) []string { return []string{Key} })
+	consumer.For(c.cache, c.ctrl, func(*corev1.Node) []string { return []string{Key} })
 	return c, nil
 }
-
-// Run runs the cache and the controller until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return consumer.RunAll(ctx, c.cache, c.ctrl) }
-
-// WaitForLog waits until the cache has applied everything on the log now.
-func (c *Controller) WaitForLog(ctx context.Context) error { return c.cache.WaitForLog(ctx) }
 
 // subnet is the i-th node subnet of the cluster CIDR.
 func (c *Controller) subnet(i int) netip.Prefix {

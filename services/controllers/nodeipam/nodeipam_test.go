@@ -10,11 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
 func TestSubnets(t *testing.T) {
-	c := &Controller{cfg: Config{NodeMask: 24}}
+	c := &Controller{cfg: Options{NodeMask: 24}}
 	var err error
 	if c.cluster, err = netip.ParsePrefix("10.64.0.0/10"); err != nil {
 		t.Fatal(err)
@@ -40,9 +41,8 @@ func TestSubnets(t *testing.T) {
 // deleted node's subnet is given again; a node that has one keeps it.
 func TestAllocate(t *testing.T) {
 	env := controlplanetest.Start(t)
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS,
-		ClusterCIDR: "10.200.0.0/22", NodeMask: 24, Log: controlplanetest.Logger("IPAM_TEST_LOG")})
-	if err != nil {
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("IPAM_TEST_LOG"), nil)
+	if _, err := New(m, Options{ClusterCIDR: "10.200.0.0/22", NodeMask: 24}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -52,7 +52,7 @@ func TestAllocate(t *testing.T) {
 	if _, err := nodes.Create(ctx, pre, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	controlplanetest.Run(t, c)
+	controlplanetest.Run(t, m)
 	for i := range 3 {
 		if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

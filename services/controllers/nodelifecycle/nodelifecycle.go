@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -16,15 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
-
-// ErrConfig is returned by New for an incomplete Config.
-var ErrConfig = errors.New("nodelifecycle: bad config")
 
 // DefaultGracePeriod is kube's --node-monitor-grace-period.
 const DefaultGracePeriod = 50 * time.Second
@@ -45,24 +40,18 @@ const (
 	ReasonDeletionByTaints   = "DeletionByTaintManager"
 )
 
-// Config configures the controller.
-type Config struct {
-	RestConfig *rest.Config
-	JS         jetstream.JetStream
+// Options configure the controller.
+type Options struct {
 	// GracePeriod is how long a node may go unheard before its conditions
 	// become Unknown; 0 is DefaultGracePeriod.
 	GracePeriod time.Duration
-	// Owns and Guard decide which nodes this replica handles (by name).
-	Owns  func(key string) bool
-	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
 	// Clock is the time source; nil is time.Now.
 	Clock func() time.Time
 }
 
 // Controller is the node lifecycle controller.
 type Controller struct {
-	cfg      Config
+	cfg      Options
 	log      *slog.Logger
 	now      func() time.Time
 	client   kubernetes.Interface
@@ -86,63 +75,38 @@ type heartbeat struct {
 	at        time.Time
 }
 
-// New builds the controller; Run starts it.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("%w: RestConfig and JS are required", ErrConfig)
-	}
+// New builds the controller on m's node and node Lease caches, client
+// and recorder.
+func New(m *consumer.Manager, cfg Options) (*Controller, error) {
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = DefaultGracePeriod
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	log := cfg.Log.With("controller", "nodelifecycle")
-	c := &Controller{cfg: cfg, log: log, now: cfg.Clock, heard: map[string]heartbeat{}, tainted: map[string]time.Time{}}
+	log := m.Log().With("controller", "nodelifecycle")
+	c := &Controller{cfg: cfg, log: log, now: cfg.Clock, client: m.Client(), heard: map[string]heartbeat{}, tainted: map[string]time.Time{}}
 	var err error
-	if c.client, err = consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), 4); err != nil {
+	if c.recorder, err = eventrecord.ForManager(m, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log}, 0, 0); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	if c.recorder, err = eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log}, 0, 0); err != nil {
+	if c.nodes, err = consumer.CacheFor[*corev1.Node](m, corev1.SchemeGroupVersion.WithResource("nodes")); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	if c.nodes, err = consumer.NewCache(consumer.CacheConfig[*corev1.Node]{
-		Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}); err != nil {
+	if c.leases, err = consumer.CacheFor[*coordinationv1.Lease](m, coordinationv1.SchemeGroupVersion.WithResource("leases"),
+		consumer.InNamespace(LeaseNamespace)); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	if c.leases, err = consumer.NewCache(consumer.CacheConfig[*coordinationv1.Lease]{
-		Resource: coordinationv1.SchemeGroupVersion.WithResource("leases"), Namespace: LeaseNamespace,
-		Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}); err != nil {
-		return nil, fmt.Errorf("nodelifecycle: %w", err)
-	}
-	if c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: "nodelifecycle", Reconciler: c, Workers: 2, Owns: cfg.Owns, Guard: cfg.Guard, Log: log,
+	if c.ctrl, err = m.NewController(consumer.ControllerConfig{
+		Name: "nodelifecycle", Reconciler: c, Workers: 2, Log: log,
 		WaitFor: []consumer.Syncer{c.nodes, c.leases},
 	}); err != nil {
 		return nil, fmt.Errorf("nodelifecycle: %w", err)
 	}
-	consumer.Watch(c.nodes, c.ctrl, nil)
+	consumer.For(c.nodes, c.ctrl, nil)
 	// A node's Lease has the node's name.
 	consumer.Watch(c.leases, c.ctrl, func(l *coordinationv1.Lease) []string { return []string{l.Name} })
 	return c, nil
-}
-
-// Run runs the caches, the recorder and the workers until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	return consumer.RunAll(ctx, c.nodes, c.leases, c.recorder, c.ctrl)
-}
-
-// WaitForLog waits until the caches have applied everything on the log now.
-func (c *Controller) WaitForLog(ctx context.Context) error {
-	if err := c.nodes.WaitForLog(ctx); err != nil {
-		return err
-	}
-	return c.leases.WaitForLog(ctx)
 }
 
 // Reconcile checks one node's heartbeat, sets its conditions and taints,

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
@@ -69,9 +70,8 @@ func (k *fakeKubelet) postReady(t *testing.T) {
 func TestNodeLifecycle(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := context.Background()
-	c, err := nodelifecycle.New(nodelifecycle.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS,
-		GracePeriod: grace, Log: controlplanetest.Logger("NODELIFECYCLE_TEST_LOG")})
-	if err != nil {
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("NODELIFECYCLE_TEST_LOG"), nil)
+	if _, err := nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: grace}); err != nil {
 		t.Fatal(err)
 	}
 	// Other taints of the node are kept.
@@ -108,7 +108,7 @@ func TestNodeLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	controlplanetest.RunSynced(t, syncer{c})
+	controlplanetest.RunSynced(t, m)
 
 	getNode := func() *corev1.Node {
 		n, err := env.Client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
@@ -204,11 +204,6 @@ func TestNodeLifecycle(t *testing.T) {
 		}
 	})
 }
-
-// syncer adapts the controller to controlplanetest.RunSynced.
-type syncer struct{ *nodelifecycle.Controller }
-
-func (s syncer) WaitForSync(ctx context.Context) error { return s.WaitForLog(ctx) }
 
 func readyOf(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {

@@ -1,20 +1,16 @@
 package replicaset
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
@@ -27,9 +23,6 @@ const Name = "replicaset"
 // Component is the source of the controller's Events, as kube's.
 const Component = "replicaset-controller"
 
-// ErrConfig is returned by New for an incomplete Config.
-var ErrConfig = errors.New("replicaset: bad config")
-
 // burstReplicas caps the pods created or deleted in one round (kube's
 // --replicaset burst of 500).
 const burstReplicas = 500
@@ -40,31 +33,14 @@ var (
 	controllerKind      = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
 )
 
-// Config configures the controller.
-type Config struct {
-	// RestConfig reaches the apiserver as the controller manager.
-	RestConfig *rest.Config
-	// JS reads the log.
-	JS jetstream.JetStream
+// Options configure the controller.
+type Options struct {
 	// Workers is the number of ReplicaSets reconciled at once; 0 means 5
 	// (kube's --concurrent-replicaset-syncs).
 	Workers int
-	// Owns reports whether this replica handles a ReplicaSet key; nil owns
-	// all of them.
-	Owns func(key string) bool
-	// Guard, if set, is checked right before each reconcile instead of
-	// Owns (see consumer.ControllerConfig.Guard).
-	Guard func(key string) (done func(), ok bool)
-	Log   *slog.Logger
 	// Clock is the time source for availability and expectations; nil is
 	// time.Now.
 	Clock func() time.Time
-	// Pods and ReplicaSets are caches shared with other controllers of the
-	// same process (so each event is decoded once), run by whoever made
-	// them; the pod cache must have PodIndexers. Nil: New makes its own
-	// and Run runs them.
-	Pods        *consumer.Cache[*corev1.Pod]
-	ReplicaSets *consumer.Cache[*appsv1.ReplicaSet]
 	// EventQPS and EventBurst limit the rate of Event writes (see package
 	// eventrecord): 0 takes eventrecord.ControllerQPS and ControllerBurst,
 	// as kube-controller-manager's clients; a negative EventQPS does not
@@ -78,8 +54,8 @@ func PodIndexers() map[string]consumer.IndexFunc[*corev1.Pod] {
 	return map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace}
 }
 
-// Controller is the ReplicaSet controller. Build it with New and start it
-// with Run.
+// Controller is the ReplicaSet controller. Build it with New; its
+// Manager runs it.
 type Controller struct {
 	log    *slog.Logger
 	now    func() time.Time
@@ -90,61 +66,43 @@ type Controller struct {
 	expect *expectations
 	// recorder writes the Events of pod creates and deletes.
 	recorder *eventrecord.Recorder
-	// own are the caches (and the recorder) this controller made and runs.
-	own []consumer.Runner
 }
 
-// New builds the controller, its caches and its queue.
-func New(cfg Config) (*Controller, error) {
-	if cfg.RestConfig == nil || cfg.JS == nil {
-		return nil, fmt.Errorf("replicaset: new: RestConfig and JS are required: %w", ErrConfig)
+// New builds the controller on m's caches (pods with PodIndexers and
+// Partitioned), client and recorder.
+func New(m *consumer.Manager, opts Options) (*Controller, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if opts.Workers <= 0 {
+		opts.Workers = 5
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 5
-	}
-	log := cfg.Log.With("controller", Name)
-	// A worker creates or deletes up to a slow-start batch of pods at once.
-	client, err := consumer.NewClient(consumer.WrapConfig(cfg.RestConfig), cfg.Workers*32)
-	if err != nil {
-		return nil, fmt.Errorf("replicaset: new client: %w", err)
-	}
-	recorder, err := eventrecord.NewForController(cfg.RestConfig, eventrecord.Config{Component: Component, Now: cfg.Clock, Log: log},
-		cfg.EventQPS, cfg.EventBurst)
+	log := m.Log().With("controller", Name)
+	recorder, err := eventrecord.ForManager(m, eventrecord.Config{Component: Component, Now: opts.Clock, Log: log},
+		opts.EventQPS, opts.EventBurst)
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
-	own := []consumer.Runner{recorder}
-	rsets, err := consumer.SharedOr(cfg.ReplicaSets, consumer.CacheConfig[*appsv1.ReplicaSet]{
-		Resource: replicaSetsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log,
-	}, &own)
+	rsets, err := consumer.CacheFor[*appsv1.ReplicaSet](m, replicaSetsResource)
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
-	pods, err := consumer.SharedOr(cfg.Pods, consumer.CacheConfig[*corev1.Pod]{
-		Resource: podsResource, Config: cfg.RestConfig, JS: cfg.JS, Log: log, Indexers: PodIndexers(),
-	}, &own)
+	pods, err := consumer.CacheFor[*corev1.Pod](m, podsResource, consumer.WithIndexers(PodIndexers()), consumer.Partitioned())
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
 	}
 	c := &Controller{
-		own:      own,
 		log:      log,
-		now:      cfg.Clock,
-		client:   client,
+		now:      opts.Clock,
+		client:   m.Client(),
 		rsets:    rsets,
 		pods:     pods,
-		expect:   newExpectations(cfg.Clock, ExpectationsTimeout),
+		expect:   newExpectations(opts.Clock, ExpectationsTimeout),
 		recorder: recorder,
 	}
-	c.ctrl, err = consumer.NewController(consumer.ControllerConfig{
-		Name: Name, Reconciler: c, Workers: cfg.Workers, Owns: cfg.Owns, Guard: cfg.Guard,
-		WaitFor: []consumer.Syncer{rsets, pods}, Log: cfg.Log,
+	c.ctrl, err = m.NewController(consumer.ControllerConfig{
+		Name: Name, Reconciler: c, Workers: opts.Workers,
+		WaitFor: []consumer.Syncer{rsets, pods},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replicaset: new: %w", err)
@@ -154,35 +112,13 @@ func New(cfg Config) (*Controller, error) {
 		OnUpdate: func(_, rs *appsv1.ReplicaSet, ev *events.Event) { c.enqueue(rs, ev) },
 		OnDelete: c.onReplicaSetDelete,
 	})
+	consumer.ResyncFrom(rsets, c.ctrl, nil)
 	pods.AddHandler(consumer.Handler[*corev1.Pod]{
 		OnAdd:    c.onPodAdd,
 		OnUpdate: c.onPodUpdate,
 		OnDelete: c.onPodDelete,
 	})
 	return c, nil
-}
-
-// Run starts the caches and the workers and blocks until ctx ends; it
-// returns after every goroutine it started has returned. It returns an
-// error only if a cache fails.
-func (c *Controller) Run(ctx context.Context) error {
-	if err := consumer.RunAll(ctx, append(c.own, c.ctrl)...); err != nil {
-		return fmt.Errorf("replicaset: %w", err)
-	}
-	return nil
-}
-
-// WaitForSync waits until both caches hold their first snapshot (Run
-// must be running): changes made after it returns reach the controller as
-// events, with their causation.
-func (c *Controller) WaitForSync(ctx context.Context) error {
-	if err := c.rsets.WaitForSync(ctx); err != nil {
-		return fmt.Errorf("replicaset: wait for sync: %w", err)
-	}
-	if err := c.pods.WaitForSync(ctx); err != nil {
-		return fmt.Errorf("replicaset: wait for sync: %w", err)
-	}
-	return nil
 }
 
 func (c *Controller) enqueue(rs *appsv1.ReplicaSet, ev *events.Event) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -35,11 +36,12 @@ func start(t *testing.T, ns string) *controlplanetest.Env {
 func startController(t *testing.T, ns string) (*controlplanetest.Env, *Controller) {
 	t.Helper()
 	env := controlplanetest.Start(t)
-	c, err := New(Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: controlplanetest.Logger("RS_TEST_LOG")})
+	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("RS_TEST_LOG"), nil)
+	c, err := New(m, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	controlplanetest.RunSynced(t, c)
+	controlplanetest.RunSynced(t, m)
 	_, err = env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

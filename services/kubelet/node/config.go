@@ -29,8 +29,8 @@ type Config struct {
 	// first address is the bridge (gateway) inside NetNS.
 	PodCIDR string
 	// Images are imported into the k8s.io namespace at start. Nil builds
-	// the ops/images set into Dir/images (needs the go tool and the
-	// module source, see images.Options).
+	// the ops/images set into Dir/images (from /bin/busybox and the
+	// built-in pause program, see images.Options).
 	Images []images.Image
 	// SandboxImage is the pause image; default images.PauseRef.
 	SandboxImage string
