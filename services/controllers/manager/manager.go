@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
+	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
@@ -52,7 +53,10 @@ type Config struct {
 	// node lifecycle controller marks it unknown and taints it; default
 	// nodelifecycle.DefaultGracePeriod.
 	NodeMonitorGracePeriod time.Duration
-	Log                    *slog.Logger
+	// MaxEndpointsPerSlice is --max-endpoints-per-slice; default
+	// endpoint.DefaultMaxEndpointsPerSlice.
+	MaxEndpointsPerSlice int32
+	Log                  *slog.Logger
 }
 
 // controller is one entry of Controllers: its name and how to build it on
@@ -77,6 +81,12 @@ var Controllers = []controller{
 	{"namespace", func(m mgr, c Config) error { return ok(namespace.New(m, namespace.Options{Workers: c.Workers})) }},
 	{"nodeipam", func(m mgr, c Config) error { return ok(nodeipam.New(m, nodeipam.Options{ClusterCIDR: c.ClusterCIDR})) }},
 	{"disruption", func(m mgr, c Config) error { return ok(disruption.New(m, disruption.Options{})) }},
+	{"endpointslice", func(m mgr, c Config) error {
+		return ok(endpoint.NewSlices(m, endpoint.SliceOptions{Workers: c.Workers, MaxEndpointsPerSlice: c.MaxEndpointsPerSlice}))
+	}},
+	{"endpoints", func(m mgr, c Config) error {
+		return ok(endpoint.NewEndpoints(m, endpoint.EndpointsOptions{Workers: c.Workers}))
+	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},
