@@ -12,7 +12,6 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
-	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -155,13 +154,7 @@ func TestScaleOut(t *testing.T) {
 // returns a stop that ends it and waits for it.
 func runStoppable(t *testing.T, env *controlplanetest.Env, tweak func(*consumer.ManagerOptions)) (stop func()) {
 	t.Helper()
-	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("ENDPOINT_TEST_LOG"), tweak)
-	if _, err := NewSlices(m, SliceOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewEndpoints(m, EndpointsOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	m := newManager(t, env, tweak)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -215,4 +208,3 @@ func eventAt(t *testing.T, env *controlplanetest.Env, group, resource, ns, name 
 	})
 	return found
 }
-

@@ -42,6 +42,17 @@ func start(t *testing.T) *controlplanetest.Env {
 
 func runManager(t *testing.T, env *controlplanetest.Env, tweak func(*consumer.ManagerOptions)) *consumer.Manager {
 	t.Helper()
+	m := newManager(t, env, tweak)
+	if _, err := gc.New(m, gc.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.RunSynced(t, m)
+	return m
+}
+
+// newManager is a Manager with both endpoint controllers on it.
+func newManager(t *testing.T, env *controlplanetest.Env, tweak func(*consumer.ManagerOptions)) *consumer.Manager {
+	t.Helper()
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("ENDPOINT_TEST_LOG"), tweak)
 	if _, err := NewSlices(m, SliceOptions{}); err != nil {
 		t.Fatal(err)
@@ -49,10 +60,6 @@ func runManager(t *testing.T, env *controlplanetest.Env, tweak func(*consumer.Ma
 	if _, err := NewEndpoints(m, EndpointsOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.New(m, gc.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	controlplanetest.RunSynced(t, m)
 	return m
 }
 
