@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	endpointslicerec "k8s.io/endpointslice"
 	endpointsliceutil "k8s.io/endpointslice/util"
@@ -113,7 +112,7 @@ func (c *EndpointsController) Reconcile(ctx context.Context, req consumer.Reques
 	if !managed(svc) {
 		return consumer.Result{}, nil
 	}
-	pods, synced, err := c.pods.pods(ns, labels.Set(svc.Spec.Selector).AsSelectorPreValidated())
+	pods, synced, err := c.pods.pods(ns, svc.Spec.Selector)
 	if err != nil {
 		return consumer.Result{}, fmt.Errorf("endpoints: %s: pods: %w", req.Key, err)
 	}

@@ -35,7 +35,7 @@ type podSource struct {
 func newPodSource(m *consumer.Manager, h consumer.Handler[*corev1.Pod]) (*podSource, error) {
 	s := &podSource{m: m, handler: h, byNS: map[string]*consumer.Cache[*corev1.Pod]{}}
 	if m.Sharder() == nil {
-		c, err := consumer.CacheFor[*corev1.Pod](m, podsResource, consumer.Partitioned())
+		c, err := consumer.CacheFor[*corev1.Pod](m, podsResource, consumer.Partitioned(), consumer.WithIndexers(podIndexers))
 		if err != nil {
 			return nil, err
 		}
@@ -55,10 +55,10 @@ func (s *podSource) syncers() []consumer.Syncer {
 	return nil
 }
 
-// pods is the pods of ns matching sel, and false while the namespace's
+// pods is the pods of ns matching selector, and false while the namespace's
 // cache has not synced yet (the caller tries again shortly: an empty list
 // would remove every endpoint).
-func (s *podSource) pods(ns string, sel labels.Selector) ([]*corev1.Pod, bool, error) {
+func (s *podSource) pods(ns string, selector map[string]string) ([]*corev1.Pod, bool, error) {
 	c := s.shared
 	if c == nil {
 		var err error
@@ -70,12 +70,42 @@ func (s *podSource) pods(ns string, sel labels.Selector) ([]*corev1.Pod, bool, e
 		return nil, false, nil
 	}
 	var out []*corev1.Pod
-	for _, p := range c.ByIndex(consumer.IndexNamespace, ns) {
-		if sel.Matches(labels.Set(p.Labels)) {
+	for _, p := range candidates(c, ns, selector) {
+		if selects(selector, p.Labels) {
 			out = append(out, p)
 		}
 	}
 	return out, true, nil
+}
+
+// indexPodLabel indexes pods by each of their labels: "ns/key=value".
+const indexPodLabel = "endpoint/label"
+
+func podLabels(p *corev1.Pod) []string {
+	out := make([]string, 0, len(p.Labels))
+	for k, v := range p.Labels {
+		out = append(out, p.Namespace+"/"+k+"="+v)
+	}
+	return out
+}
+
+var podIndexers = map[string]consumer.IndexFunc[*corev1.Pod]{indexPodLabel: podLabels}
+
+// candidates are the pods of ns that carry the rarest of selector's
+// labels (every pod of ns for an empty selector): a sync reads the pods
+// of its Service, not of its namespace, as a namespace may hold many.
+func candidates(c *consumer.Cache[*corev1.Pod], ns string, selector map[string]string) []*corev1.Pod {
+	if len(selector) == 0 {
+		return c.ByIndex(consumer.IndexNamespace, ns)
+	}
+	var best []*corev1.Pod
+	first := true
+	for k, v := range selector {
+		if got := c.ByIndex(indexPodLabel, ns+"/"+k+"="+v); first || len(got) < len(best) {
+			best, first = got, false
+		}
+	}
+	return best
 }
 
 // namespace is the cache of ns's pods, built (and run by the Manager) on
@@ -86,7 +116,7 @@ func (s *podSource) namespace(ns string) (*consumer.Cache[*corev1.Pod], error) {
 	if c, ok := s.byNS[ns]; ok {
 		return c, nil
 	}
-	c, err := consumer.CacheFor[*corev1.Pod](s.m, podsResource, consumer.InNamespace(ns))
+	c, err := consumer.CacheFor[*corev1.Pod](s.m, podsResource, consumer.InNamespace(ns), consumer.WithIndexers(podIndexers))
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +149,23 @@ func (sp servicePods) queueFor(pod, old *corev1.Pod, ev *events.Event) {
 		if !managed(svc) {
 			continue
 		}
-		sel := labels.Set(svc.Spec.Selector).AsSelectorPreValidated()
-		if sel.Matches(labels.Set(pod.Labels)) || (old != nil && sel.Matches(labels.Set(old.Labels))) {
+		if selects(svc.Spec.Selector, pod.Labels) || (old != nil && selects(svc.Spec.Selector, old.Labels)) {
 			sp.enqueue(consumer.KeyOf(svc), ev)
 		}
 	}
+}
+
+// selects reports whether a Service selector (labels that must all be
+// equal) matches lbls, as labels.Set(selector).AsSelector() would,
+// without building the selector: it runs for every Service of a
+// namespace on every pod event there.
+func selects(selector, lbls map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := lbls[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // podChanged reports whether a pod update can change an endpoint: what

@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	endpointslicerec "k8s.io/endpointslice"
 	endpointsliceutil "k8s.io/endpointslice/util"
@@ -195,7 +194,7 @@ func (c *SliceController) Reconcile(ctx context.Context, req consumer.Request) (
 	if !managed(svc) {
 		return consumer.Result{}, nil
 	}
-	pods, synced, err := c.pods.pods(ns, labels.Set(svc.Spec.Selector).AsSelectorPreValidated())
+	pods, synced, err := c.pods.pods(ns, svc.Spec.Selector)
 	if err != nil {
 		return consumer.Result{}, fmt.Errorf("endpointslice: %s: pods: %w", req.Key, err)
 	}
