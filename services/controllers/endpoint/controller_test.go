@@ -3,6 +3,10 @@ package endpoint
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +26,8 @@ import (
 // reference) and its Endpoints. A Service without a selector is left to
 // whoever writes its endpoints.
 func TestServiceLifecycle(t *testing.T) {
-	env := start(t)
+	// HTTPS: kubectl sends its token to no plain-HTTP server.
+	env := start(t, controlplanetest.Options{TLS: true})
 	ctx := context.Background()
 	const ns = "web"
 	createNamespace(t, env, ns)
@@ -37,6 +42,16 @@ func TestServiceLifecycle(t *testing.T) {
 	if ep.Annotations[corev1.EndpointsLastChangeTriggerTime] == "" || ep.Labels["team"] != "web" {
 		t.Errorf("endpoints annotations %v labels %v: want %s and the Service's labels", ep.Annotations, ep.Labels, corev1.EndpointsLastChangeTriggerTime)
 	}
+
+	t.Run("kubectl", func(t *testing.T) {
+		if out := kubectl(t, env, "get", "endpoints", "web", "-n", ns); !strings.Contains(out, "10.3.0.1:8080,10.3.0.2:8080,10.3.0.3:8080") {
+			t.Errorf("kubectl get endpoints:\n%s", out)
+		}
+		out := kubectl(t, env, "describe", "svc", "web", "-n", ns)
+		if !regexp.MustCompile(`Endpoints:\s+10\.3\.0\.1:8080,10\.3\.0\.2:8080,10\.3\.0\.3:8080`).MatchString(out) {
+			t.Errorf("kubectl describe svc:\n%s", out)
+		}
+	})
 
 	unready := setReady(t, env, pods["b"], "10.3.0.2", false)
 	waitFor(t, "slices after b turned unready", []string{"ports=[http:8080] a:rs- b:--- c:rs-"}, func() []string { return describeSlices(managedSlices(t, env, ns, "web")) })
@@ -207,4 +222,22 @@ func eventAt(t *testing.T, env *controlplanetest.Env, group, resource, ns, name 
 		return found != nil
 	})
 	return found
+}
+
+// kubectl runs the machine's kubectl against env as its admin.
+func kubectl(t *testing.T, env *controlplanetest.Env, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("no kubectl")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir()) // no discovery cache of other runs
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
 }

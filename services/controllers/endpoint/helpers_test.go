@@ -32,9 +32,9 @@ const (
 // start runs a control plane with a node and, on one Manager (tweak
 // adjusts its options, e.g. sharding), both endpoint controllers and the
 // garbage collector, and returns the environment.
-func start(t *testing.T) *controlplanetest.Env {
+func start(t *testing.T, opts ...controlplanetest.Options) *controlplanetest.Env {
 	t.Helper()
-	env := controlplanetest.Start(t)
+	env := controlplanetest.Start(t, opts...)
 	createNode(t, env)
 	runManager(t, env, nil)
 	return env
