@@ -53,6 +53,32 @@ func TestServiceLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("deleted by hand, written again", func(t *testing.T) {
+		es := managedSlices(t, env, ns, "web")[0]
+		if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, es.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.CoreV1().Endpoints(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "slices written again", []string{"ports=[http:8080] a:rs- b:rs- c:rs-"}, func() []string {
+			items := managedSlices(t, env, ns, "web")
+			if len(items) == 1 && items[0].Name == es.Name {
+				return nil // the deleted one, still listed
+			}
+			return describeSlices(items)
+		})
+		waitFor(t, "endpoints written again", []string{"ports=[http:8080] ready=[a,b,c] notReady=[]"}, func() []string { return describeEndpoints(getEndpoints(t, env, ns, "web")) })
+	})
+	t.Run("default/kubernetes is the apiserver's", func(t *testing.T) {
+		if n := len(managedSlices(t, env, metav1.NamespaceDefault, "kubernetes")); n != 0 {
+			t.Errorf("%d slices of default/kubernetes managed by %s", n, ManagedBy)
+		}
+		if ep := getEndpoints(t, env, metav1.NamespaceDefault, "kubernetes"); len(ep.Subsets) != 1 {
+			t.Errorf("default/kubernetes Endpoints: %+v, want the apiserver's one address", ep.Subsets)
+		}
+	})
+
 	unready := setReady(t, env, pods["b"], "10.3.0.2", false)
 	waitFor(t, "slices after b turned unready", []string{"ports=[http:8080] a:rs- b:--- c:rs-"}, func() []string { return describeSlices(managedSlices(t, env, ns, "web")) })
 	waitFor(t, "endpoints after b turned unready", []string{"ports=[http:8080] ready=[a,c] notReady=[b]"}, func() []string { return describeEndpoints(getEndpoints(t, env, ns, "web")) })

@@ -15,6 +15,7 @@ import (
 	endpointslicerec "k8s.io/endpointslice"
 	endpointsliceutil "k8s.io/endpointslice/util"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
@@ -83,9 +84,13 @@ func NewEndpoints(m *consumer.Manager, opts EndpointsOptions) (*EndpointsControl
 	}
 	consumer.For(c.services, c.ctrl, nil)
 	// Endpoints left by a Service deleted while no replica ran are found
-	// at start and on takeover (kube's checkLeftoverEndpoints); changes
-	// made by others are not watched, as kube does not.
+	// at start and on takeover (kube's checkLeftoverEndpoints). Of the
+	// changes made by others only deletes are watched, as kube's
+	// onEndpointsDelete: a Service's Endpoints deleted are written again.
 	consumer.ResyncFrom(c.endpoints, c.ctrl, nil)
+	c.endpoints.AddHandler(consumer.Handler[*corev1.Endpoints]{
+		OnDelete: func(ep *corev1.Endpoints, ev *events.Event) { c.ctrl.Enqueue(consumer.KeyOf(ep), ev) },
+	})
 	return c, nil
 }
 
