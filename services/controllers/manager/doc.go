@@ -42,5 +42,11 @@
 //   - the garbage collector: a pod is collected by the replica that owns
 //     its controller's key (the one that follows it), and the dependents
 //     of an owner being deleted in the foreground or with orphaning are
-//     listed through the apiserver (see package gc).
+//     listed through the apiserver (see package gc);
+//   - the endpoint controllers, whose Services select pods of any
+//     controller: a replica follows, with a cache per namespace, every pod
+//     of the namespaces where it reconciles a Service with a selector (see
+//     package endpoint). With a Service per Deployment in one namespace,
+//     each of three replicas receives every pod event of that namespace
+//     (BenchmarkControllers with BENCH_SERVICES=1).
 package manager
