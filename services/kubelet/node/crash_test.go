@@ -67,6 +67,16 @@ func alive(pid int) bool {
 // shimPids lists containerd-shim processes serving the given socket.
 func shimPids(t testing.TB, sock string) []int {
 	t.Helper()
+	return procs(t, func(cmdline string) bool {
+		cmd := strings.ReplaceAll(cmdline, "\x00", " ")
+		return strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, "-address "+sock+" ")
+	})
+}
+
+// procs lists the processes whose /proc/<pid>/cmdline (NUL-separated)
+// match accepts.
+func procs(t testing.TB, match func(cmdline string) bool) []int {
+	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -78,11 +88,7 @@ func shimPids(t testing.TB, sock string) []int {
 			continue
 		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, "-address "+sock+" ") {
+		if err == nil && match(string(b)) {
 			pids = append(pids, pid)
 		}
 	}
