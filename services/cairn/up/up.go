@@ -165,7 +165,20 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 		},
 		OnAllReady: func() { rep.AllReady(len(svcs), paths.Log, paths.Kubeconfig) },
 	}
-	if err := supervisor.Run(ctx, opts, svcs...); err != nil {
+	if !cfg.Node {
+		// A node an earlier run left (killed) is not this run's to keep.
+		if err := cleanNode(ctx, paths, log); err != nil {
+			return err
+		}
+	}
+	err = supervisor.Run(ctx, opts, svcs...)
+	if cfg.Node {
+		// The node service stops its runtime; this stops what a killed
+		// predecessor left when the node service never got to adopt it
+		// (stopped or failed before its turn).
+		err = errors.Join(err, cleanNode(ctx, paths, log))
+	}
+	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 	return nil

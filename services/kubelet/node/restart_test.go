@@ -136,7 +136,7 @@ func TestRestartAfterOwnerKilled(t *testing.T) {
 				extra = tc.after(t, cfg)
 			}
 			dir, sock := cfg.Dir, filepath.Join(cfg.Dir, "containerd.sock")
-			shims := shimPids(t, sock)
+			shims := nodetest.Shims(t, sock)
 			if len(shims) == 0 {
 				t.Fatal("no shim of the killed owner's pod")
 			}
@@ -156,7 +156,7 @@ func TestRestartAfterOwnerKilled(t *testing.T) {
 				if extra != 0 && alive(extra) {
 					t.Errorf("the second containerd %d still runs after the restart", extra)
 				}
-				if got := ours(t, cfg); len(got) != 1 {
+				if got := nodetest.Containerds(t, cfg.Dir); len(got) != 1 {
 					t.Errorf("containerd processes of the node after the restart: %v, want one", got)
 				}
 				if !alive(container) {
@@ -167,7 +167,7 @@ func TestRestartAfterOwnerKilled(t *testing.T) {
 				if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 					t.Errorf("a pod run after the restart: %v, %v", st.GetStatus().GetState(), err)
 				}
-				shims = append(shims, shimPids(t, sock)...)
+				shims = append(shims, nodetest.Shims(t, sock)...)
 				if err := rt.Stop(ctx); err != nil {
 					t.Errorf("Stop: %v", err)
 				}
@@ -177,7 +177,7 @@ func TestRestartAfterOwnerKilled(t *testing.T) {
 					t.Errorf("process %d still running after the stop", pid)
 				}
 			}
-			if got := ours(t, cfg); len(got) != 0 {
+			if got := nodetest.Containerds(t, cfg.Dir); len(got) != 0 {
 				t.Errorf("containerd processes of the node after the stop: %v", got)
 			}
 			if m := mountsUnder(t, dir); len(m) != 0 {
@@ -213,17 +213,4 @@ func secondContainerd(t *testing.T, cfg node.Config) int {
 	default:
 	}
 	return cmd.Process.Pid
-}
-
-// ours lists the live processes running containerd with the node's config.
-func ours(t *testing.T, cfg node.Config) []int {
-	t.Helper()
-	want := "--config\x00" + filepath.Join(cfg.Dir, "containerd.toml") + "\x00"
-	var live []int
-	for _, pid := range procs(t, func(cmdline string) bool { return strings.HasSuffix(cmdline, want) }) {
-		if alive(pid) {
-			live = append(live, pid)
-		}
-	}
-	return live
 }
