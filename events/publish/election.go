@@ -54,12 +54,12 @@ func campaign(ctx context.Context, cli *clientv3.Client, ttl time.Duration, pref
 	secs := int((ttl + time.Second - 1) / time.Second)
 	lease, err := cli.Grant(ctx, int64(secs))
 	if err != nil {
-		return nil, nil, fmt.Errorf("events: grant election lease: %w", err)
+		return nil, nil, fmt.Errorf("publish: grant election lease: %w", err)
 	}
 	sess, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID),
 		concurrency.WithTTL(secs), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("events: election session: %w", err)
+		return nil, nil, fmt.Errorf("publish: election session: %w", err)
 	}
 	if err := takeOver(ctx, cli, prefix, identity, sess.Lease()); err != nil {
 		sess.Close()
@@ -68,7 +68,7 @@ func campaign(ctx context.Context, cli *clientv3.Client, ttl time.Duration, pref
 	el := concurrency.NewElection(sess, prefix)
 	if err := el.Campaign(ctx, identity); err != nil {
 		sess.Close()
-		return nil, nil, fmt.Errorf("events: campaign: %w", err)
+		return nil, nil, fmt.Errorf("publish: campaign: %w", err)
 	}
 	return sess, el, nil
 }
@@ -83,7 +83,7 @@ func campaign(ctx context.Context, cli *clientv3.Client, ttl time.Duration, pref
 func takeOver(ctx context.Context, cli *clientv3.Client, prefix, identity string, own clientv3.LeaseID) error {
 	resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix())
 	if err != nil {
-		return fmt.Errorf("events: read election %s: %w", prefix, err)
+		return fmt.Errorf("publish: read election %s: %w", prefix, err)
 	}
 	for _, kv := range resp.Kvs {
 		if string(kv.Value) != identity || clientv3.LeaseID(kv.Lease) == own {
@@ -95,7 +95,7 @@ func takeOver(ctx context.Context, cli *clientv3.Client, prefix, identity string
 			clientv3.Compare(clientv3.Value(key), "=", identity),
 		).Then(clientv3.OpDelete(key)).Commit()
 		if err != nil {
-			return fmt.Errorf("events: take over election key %s: %w", key, err)
+			return fmt.Errorf("publish: take over election key %s: %w", key, err)
 		}
 	}
 	return nil

@@ -151,7 +151,7 @@ func (p *Publisher) term(ctx context.Context) error {
 	cancel()
 	<-stopped
 	if ctx.Err() == nil {
-		return errors.New("events: leadership lost")
+		return errors.New("publish: leadership lost")
 	}
 	return err
 }
