@@ -73,6 +73,7 @@ type Controller struct {
 	expect     *expectations
 	finalizers *finalizerExpectations
 	backoff    *backoffStore
+	written    *writtenStatus
 }
 
 // New builds the controller on m's caches (jobs; pods Partitioned), client
@@ -103,6 +104,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		expect:     newExpectations(opts.Clock),
 		finalizers: newFinalizerExpectations(),
 		backoff:    newBackoffStore(),
+		written:    newWrittenStatus(),
 	}
 	c.ctrl, err = m.NewController(consumer.ControllerConfig{
 		Name: Name, Reconciler: c, Workers: opts.Workers,
