@@ -91,7 +91,9 @@ var Controllers = []controller{
 		return ok(endpoint.NewEndpoints(m, endpoint.EndpointsOptions{Workers: c.Workers}))
 	}},
 	{"job", func(m mgr, c Config) error { return ok(job.New(m, job.Options{Workers: c.Workers})) }},
-	{"ttlafterfinished", func(m mgr, c Config) error { return ok(ttlafterfinished.New(m, ttlafterfinished.Options{Workers: c.Workers})) }},
+	{"ttlafterfinished", func(m mgr, c Config) error {
+		return ok(ttlafterfinished.New(m, ttlafterfinished.Options{Workers: c.Workers}))
+	}},
 	{"cronjob", func(m mgr, c Config) error { return ok(cronjob.New(m, cronjob.Options{Workers: c.Workers})) }},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
