@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/writes"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
@@ -54,6 +55,8 @@ type Controller struct {
 	cronJobs *consumer.Cache[*batchv1.CronJob]
 	jobs     *consumer.Cache[*batchv1.Job]
 	recorder *eventrecord.Recorder
+	// written is the status writes the CronJob cache has not shown yet.
+	written *writes.Tracker
 }
 
 // New builds the controller on m's CronJob and Job caches, client and
@@ -66,7 +69,8 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		opts.Workers = 5
 	}
 	log := m.Log().With("controller", Name)
-	recorder, err := eventrecord.ForManager(m, eventrecord.Config{Component: Component, Now: opts.Clock, Log: log},
+	// Events carry real time: a test clock may stand still.
+	recorder, err := eventrecord.ForManager(m, eventrecord.Config{Component: Component, Log: log},
 		opts.EventQPS, opts.EventBurst)
 	if err != nil {
 		return nil, fmt.Errorf("cronjob: new: %w", err)
@@ -79,7 +83,8 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cronjob: new: %w", err)
 	}
-	c := &Controller{log: log, now: opts.Clock, client: m.Client(), cronJobs: cronJobs, jobs: jobs, recorder: recorder}
+	c := &Controller{log: log, now: opts.Clock, client: m.Client(), cronJobs: cronJobs, jobs: jobs, recorder: recorder,
+		written: writes.New()}
 	ctrl, err := m.NewController(consumer.ControllerConfig{Name: Name, Reconciler: c, Workers: opts.Workers,
 		WaitFor: []consumer.Syncer{cronJobs, jobs}})
 	if err != nil {
@@ -97,16 +102,23 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 	ns, name := req.NamespaceName()
 	cj, ok := c.cronJobs.Get(ns, name)
 	if !ok {
+		c.written.Forget(req.Key)
 		return consumer.Result{}, nil
+	}
+	if !c.written.Seen(req.Key, cj.ResourceVersion) {
+		// Its event queues the CronJob again; the requeue is for a lost one.
+		return consumer.Result{RequeueAfter: time.Second}, nil
 	}
 	jobs := c.jobsOf(cj)
 	cj = cj.DeepCopy()
 	cleaned := c.cleanupFinishedJobs(ctx, cj, jobs)
 	requeue, updated, syncErr := c.syncCronJob(ctx, cj, jobs)
 	if cleaned || updated {
-		if _, err := c.client.BatchV1().CronJobs(ns).UpdateStatus(ctx, cj, metav1.UpdateOptions{}); err != nil {
+		out, err := c.client.BatchV1().CronJobs(ns).UpdateStatus(ctx, cj, metav1.UpdateOptions{})
+		if err != nil {
 			return consumer.Result{}, fmt.Errorf("cronjob: %s: update status: %w", req.Key, err)
 		}
+		c.written.Wrote(req.Key, out.ResourceVersion)
 	}
 	if requeue != nil {
 		return consumer.Result{RequeueAfter: max(*requeue, time.Millisecond)}, nil

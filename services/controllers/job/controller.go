@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/writes"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
@@ -73,7 +74,8 @@ type Controller struct {
 	expect     *expectations
 	finalizers *finalizerExpectations
 	backoff    *backoffStore
-	written    *writtenStatus
+	// written is the Job status writes the cache has not shown yet.
+	written *writes.Tracker
 }
 
 // New builds the controller on m's caches (jobs; pods Partitioned), client
@@ -86,7 +88,8 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		opts.Workers = 5
 	}
 	log := m.Log().With("controller", Name)
-	recorder, err := eventrecord.ForManager(m, eventrecord.Config{Component: Component, Now: opts.Clock, Log: log},
+	// Events carry real time: a test clock may stand still.
+	recorder, err := eventrecord.ForManager(m, eventrecord.Config{Component: Component, Log: log},
 		opts.EventQPS, opts.EventBurst)
 	if err != nil {
 		return nil, fmt.Errorf("job: new: %w", err)
@@ -104,7 +107,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		expect:     newExpectations(opts.Clock),
 		finalizers: newFinalizerExpectations(),
 		backoff:    newBackoffStore(),
-		written:    newWrittenStatus(),
+		written:    writes.New(),
 	}
 	c.ctrl, err = m.NewController(consumer.ControllerConfig{
 		Name: Name, Reconciler: c, Workers: opts.Workers,

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/cairn-dev/cairn/events"
 )
 
 // expectationsTimeout is how long expectations hold before a Job is acted
@@ -128,48 +126,4 @@ func (f *finalizerExpectations) forget(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.m, key)
-}
-
-// writtenStatus is, per Job, the revision of this controller's last
-// status write. The Job and pod caches follow the log separately: a round
-// that saw the pods of after the write (finalizers removed) with the Job
-// of before it (the pods not yet counted) would count too few and create
-// pods again. A round waits until the Job cache holds its own write.
-type writtenStatus struct {
-	mu sync.Mutex
-	m  map[string]events.Revision
-}
-
-func newWrittenStatus() *writtenStatus { return &writtenStatus{m: map[string]events.Revision{}} }
-
-func (w *writtenStatus) set(key, rv string) {
-	r, err := events.ParseRevision(rv)
-	if err != nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m[key] = r
-}
-
-// seen reports whether the cached Job (at revision rv) is at least as new
-// as the last write to it; it forgets the write once it is.
-func (w *writtenStatus) seen(key, rv string) bool {
-	r, err := events.ParseRevision(rv)
-	if err != nil {
-		return true
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r >= w.m[key] {
-		delete(w.m, key)
-		return true
-	}
-	return false
-}
-
-func (w *writtenStatus) forget(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, key)
 }

@@ -68,10 +68,10 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 		c.expect.forget(req.Key)
 		c.finalizers.forget(req.Key)
 		c.backoff.remove(req.Key)
-		c.written.forget(req.Key)
+		c.written.Forget(req.Key)
 		return consumer.Result{}, c.releaseOrphans(ctx, ns, name, "")
 	}
-	if !c.written.seen(req.Key, shared.ResourceVersion) {
+	if !c.written.Seen(req.Key, shared.ResourceVersion) {
 		// Its event queues the Job again; the requeue is for a lost one.
 		return consumer.Result{RequeueAfter: time.Second}, nil
 	}

@@ -277,6 +277,6 @@ func (c *Controller) updateStatus(ctx context.Context, jc *syncJobCtx) error {
 	}
 	// Keep the working copy's uncounted lists: the server's are equal.
 	jc.job.ResourceVersion = out.ResourceVersion
-	c.written.set(jc.key, out.ResourceVersion)
+	c.written.Wrote(jc.key, out.ResourceVersion)
 	return nil
 }
