@@ -117,6 +117,16 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("job: new: %w", err)
 	}
 	consumer.For(jobs, c.ctrl, nil)
+	// Pods orphaned with the finalizer (a Job deleted with orphan
+	// propagation, batch/v1's default) are released by a queue of pod keys.
+	orphans, err := m.NewController(consumer.ControllerConfig{
+		Name: Name + "-orphan-pods", Reconciler: consumer.ReconcilerFunc(c.syncOrphanPod),
+		WaitFor: []consumer.Syncer{pods},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job: new: %w", err)
+	}
+	consumer.For(pods, orphans, orphanKeys)
 	pods.AddHandler(consumer.Handler[*corev1.Pod]{
 		OnAdd:    c.onPodAdd,
 		OnUpdate: c.onPodUpdate,
@@ -190,4 +200,27 @@ func (c *Controller) onPodDelete(pod *corev1.Pod, ev *events.Event) {
 // event records an Event about job; ctx carries the cause.
 func (c *Controller) event(ctx context.Context, job *batchv1.Job, typ, reason, msg string) {
 	c.recorder.Event(ctx, eventrecord.Ref(job, controllerKind), typ, reason, "", msg)
+}
+
+// orphanKeys queues a pod without a controller that still carries the
+// tracking finalizer.
+func orphanKeys(p *corev1.Pod) []string {
+	if metav1.GetControllerOfNoCopy(p) != nil || !hasJobTrackingFinalizer(p) {
+		return nil
+	}
+	return []string{consumer.KeyOf(p)}
+}
+
+// syncOrphanPod removes the tracking finalizer of an orphaned pod (kube's
+// syncOrphanPod); pods that have a Job are the Job's round's.
+func (c *Controller) syncOrphanPod(ctx context.Context, req consumer.Request) (consumer.Result, error) {
+	ns, name := req.NamespaceName()
+	pod, ok := c.pods.Get(ns, name)
+	if !ok || len(orphanKeys(pod)) == 0 {
+		return consumer.Result{}, nil
+	}
+	if err := c.removeFinalizer(ctx, pod); err != nil {
+		return consumer.Result{}, fmt.Errorf("job: orphan pod %s: %w", req.Key, err)
+	}
+	return consumer.Result{}, nil
 }

@@ -1,12 +1,15 @@
 package job
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -261,4 +264,94 @@ func metav1ControllerName(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// TestJobOrphanedPodsReleased: a Job deleted with orphan propagation
+// (batch/v1's default) leaves pods without a controller; their tracking
+// finalizer is removed, as kube's syncOrphanPod does.
+func TestJobOrphanedPodsReleased(t *testing.T) {
+	const ns = "orphans"
+	env := start(t, ns, Options{})
+	j := createJob(t, env, newJob(ns, "left", ptr[int32](2), ptr[int32](2)))
+	controlplanetest.Eventually(t, wait, "2 pods", func() bool { return len(jobPods(t, env, ns, j.UID)) == 2 })
+	pods := jobPods(t, env, ns, j.UID)
+	// The garbage collector does not run here: orphan by hand, as it would.
+	for _, p := range pods {
+		p.OwnerReferences = nil
+		if _, err := env.Client.CoreV1().Pods(ns).Update(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.BatchV1().Jobs(ns).Delete(context.Background(), "left", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		controlplanetest.Eventually(t, wait, "finalizer of "+p.Name+" removed", func() bool {
+			cur := controlplanetest.GetPod(t, env, ns, p.Name)
+			return !hasJobTrackingFinalizer(cur)
+		})
+	}
+}
+
+// TestJobBackoffLimitPerIndex: an Indexed Job whose index 1 always fails,
+// with backoffLimitPerIndex 1: index 1 runs twice (the second pod carries
+// the index's failure count), then is a failed index and the Job fails
+// with FailedIndexes; the other indexes complete.
+func TestJobBackoffLimitPerIndex(t *testing.T) {
+	const ns = "perindex"
+	env := start(t, ns, Options{})
+	runKubelet(t, env, ns, func(p *corev1.Pod) *outcome {
+		if getCompletionIndex(p.Annotations) == 1 {
+			return &outcome{phase: corev1.PodFailed, exitCode: 1}
+		}
+		return &outcome{phase: corev1.PodSucceeded}
+	})
+	in := newJob(ns, "per", ptr[int32](3), ptr[int32](3))
+	in.Spec.CompletionMode = ptr(batchv1.IndexedCompletion)
+	in.Spec.BackoffLimit = nil
+	in.Spec.BackoffLimitPerIndex = ptr[int32](1)
+	j := createJob(t, env, in)
+	done := waitJob(t, env, ns, "per", "Failed", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobFailed, "") })
+	if !hasCondition(done, batchv1.JobFailed, batchv1.JobReasonFailedIndexes) {
+		t.Errorf("conditions %+v: want Failed FailedIndexes", done.Status.Conditions)
+	}
+	if done.Status.FailedIndexes == nil || *done.Status.FailedIndexes != "1" || done.Status.CompletedIndexes != "0,2" || done.Status.Failed != 2 {
+		t.Errorf("status %+v: want failedIndexes 1, completedIndexes 0,2, failed 2", done.Status)
+	}
+	var counts []string
+	for _, p := range jobPods(t, env, ns, j.UID) {
+		if getCompletionIndex(p.Annotations) == 1 {
+			counts = append(counts, p.Annotations[batchv1.JobIndexFailureCountAnnotation])
+		}
+	}
+	slices.Sort(counts)
+	if !slices.Equal(counts, []string{"0", "1"}) {
+		t.Errorf("failure counts of index 1's pods %v, want [0 1]", counts)
+	}
+}
+
+// TestJobSuccessPolicy: an Indexed Job of 4 whose successPolicy needs
+// index 0 only: once it succeeds the Job meets its success criteria
+// (SuccessPolicy), the other pods are deleted, and it completes.
+func TestJobSuccessPolicy(t *testing.T) {
+	const ns = "successpolicy"
+	env := start(t, ns, Options{})
+	runKubelet(t, env, ns, func(p *corev1.Pod) *outcome {
+		if getCompletionIndex(p.Annotations) == 0 {
+			return &outcome{phase: corev1.PodSucceeded}
+		}
+		return nil
+	})
+	in := newJob(ns, "leader", ptr[int32](4), ptr[int32](4))
+	in.Spec.CompletionMode = ptr(batchv1.IndexedCompletion)
+	in.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr("0")}}}
+	j := createJob(t, env, in)
+	done := waitJob(t, env, ns, "leader", "Complete", func(j *batchv1.Job) bool { return hasCondition(j, batchv1.JobComplete, "") })
+	if !hasCondition(done, batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy) || !hasCondition(done, batchv1.JobComplete, batchv1.JobReasonSuccessPolicy) {
+		t.Errorf("conditions %+v: want SuccessCriteriaMet and Complete with SuccessPolicy", done.Status.Conditions)
+	}
+	if done.Status.CompletedIndexes != "0" || done.Status.Active != 0 {
+		t.Errorf("status %+v: want completedIndexes 0, active 0", done.Status)
+	}
+	controlplanetest.Eventually(t, wait, "other pods gone", func() bool { return len(jobPods(t, env, ns, j.UID)) == 1 })
 }
