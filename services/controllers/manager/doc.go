@@ -1,6 +1,7 @@
 // Package manager runs cairn's controllers as one service, the
 // controller-manager: replicaset, deployment, garbage collector,
-// namespace, node IPAM, disruption and node lifecycle controllers, each a
+// namespace, node IPAM, disruption, job, TTL-after-finished, cronjob and
+// node lifecycle controllers, each a
 // consumer of the log that writes back through the apiserver. They run on
 // one events/consumer.Manager (shared caches, clients, recorders, shard);
 // Controllers lists them, one line each.
