@@ -95,9 +95,9 @@ func (k *kubelet) loop(ctx context.Context) error {
 				defer wg.Done()
 				defer func() { <-sem }()
 				if podReady(pod) {
-					k.markSucceeded(ctx, pod)
+					k.setPhase(ctx, pod, corev1.PodSucceeded)
 				} else {
-					k.markReady(ctx, pod)
+					k.setPhase(ctx, pod, corev1.PodRunning)
 				}
 			}()
 		}
@@ -105,27 +105,20 @@ func (k *kubelet) loop(ctx context.Context) error {
 	}
 }
 
-// markReady sets the pod Running and Ready; a failure (a conflict with a
-// newer version, a pod gone) is retried on a later tick if still needed.
-func (k *kubelet) markReady(ctx context.Context, pod *corev1.Pod) {
+// setPhase sets the pod Running and Ready, or Succeeded and no longer
+// Ready; a failure (a conflict with a newer version, a pod gone) is
+// retried on a later tick if still needed.
+func (k *kubelet) setPhase(ctx context.Context, pod *corev1.Pod, phase corev1.PodPhase) {
 	p := pod.DeepCopy()
 	now := metav1.Now()
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	ready := corev1.ConditionTrue
+	if phase != corev1.PodRunning {
+		ready = corev1.ConditionFalse
 	}
-	_, _ = k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-}
-
-// markSucceeded ends a Ready pod: Succeeded, no longer Ready.
-func (k *kubelet) markSucceeded(ctx context.Context, pod *corev1.Pod) {
-	p := pod.DeepCopy()
-	now := metav1.Now()
-	p.Status.Phase = corev1.PodSucceeded
+	p.Status.Phase = phase
 	p.Status.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: ready, LastTransitionTime: now},
 	}
 	_, _ = k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 }
