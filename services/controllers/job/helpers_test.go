@@ -27,7 +27,7 @@ const wait = 60 * time.Second
 
 // start runs a control plane and the Job controller (as the controller
 // manager) until the test ends, and creates namespace ns.
-func start(t *testing.T, ns string, opts Options) *controlplanetest.Env {
+func start(t testing.TB, ns string, opts Options) *controlplanetest.Env {
 	t.Helper()
 	env := controlplanetest.Start(t)
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("JOB_TEST_LOG"), nil)
@@ -56,7 +56,7 @@ func newJob(ns, name string, completions, parallelism *int32) *batchv1.Job {
 	}
 }
 
-func createJob(t *testing.T, env *controlplanetest.Env, j *batchv1.Job) *batchv1.Job {
+func createJob(t testing.TB, env *controlplanetest.Env, j *batchv1.Job) *batchv1.Job {
 	t.Helper()
 	got, err := env.Client.BatchV1().Jobs(j.Namespace).Create(context.Background(), j, metav1.CreateOptions{})
 	if err != nil {
@@ -65,7 +65,7 @@ func createJob(t *testing.T, env *controlplanetest.Env, j *batchv1.Job) *batchv1
 	return got
 }
 
-func getJob(t *testing.T, env *controlplanetest.Env, ns, name string) *batchv1.Job {
+func getJob(t testing.TB, env *controlplanetest.Env, ns, name string) *batchv1.Job {
 	t.Helper()
 	j, err := env.Client.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -75,7 +75,7 @@ func getJob(t *testing.T, env *controlplanetest.Env, ns, name string) *batchv1.J
 }
 
 // updateJob applies change to the Job's spec, retrying conflicts.
-func updateJob(t *testing.T, env *controlplanetest.Env, ns, name string, change func(*batchv1.Job)) {
+func updateJob(t testing.TB, env *controlplanetest.Env, ns, name string, change func(*batchv1.Job)) {
 	t.Helper()
 	for {
 		j := getJob(t, env, ns, name)
@@ -91,7 +91,7 @@ func updateJob(t *testing.T, env *controlplanetest.Env, ns, name string, change 
 }
 
 // waitJob waits for the Job's status to satisfy cond.
-func waitJob(t *testing.T, env *controlplanetest.Env, ns, name, what string, cond func(*batchv1.Job) bool) *batchv1.Job {
+func waitJob(t testing.TB, env *controlplanetest.Env, ns, name, what string, cond func(*batchv1.Job) bool) *batchv1.Job {
 	t.Helper()
 	var j *batchv1.Job
 	controlplanetest.Eventually(t, wait, name+": "+what, func() bool {
@@ -111,7 +111,7 @@ func hasCondition(j *batchv1.Job, typ batchv1.JobConditionType, reason string) b
 }
 
 // jobPods lists the pods the Job with that UID controls, sorted by name.
-func jobPods(t *testing.T, env *controlplanetest.Env, ns string, uid types.UID) []corev1.Pod {
+func jobPods(t testing.TB, env *controlplanetest.Env, ns string, uid types.UID) []corev1.Pod {
 	t.Helper()
 	list, err := env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -140,7 +140,7 @@ type outcome struct {
 // polls) and how it ends; a pod being deleted is removed at once
 // (grace period 0), as a kubelet does once its containers stopped.
 type kubelet struct {
-	t      *testing.T
+	t      testing.TB
 	env    *controlplanetest.Env
 	ns     string
 	mu     sync.Mutex
@@ -148,7 +148,7 @@ type kubelet struct {
 	done   map[string]bool
 }
 
-func runKubelet(t *testing.T, env *controlplanetest.Env, ns string, decide func(p *corev1.Pod) *outcome) *kubelet {
+func runKubelet(t testing.TB, env *controlplanetest.Env, ns string, decide func(p *corev1.Pod) *outcome) *kubelet {
 	k := &kubelet{t: t, env: env, ns: ns, decide: decide, done: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -213,7 +213,7 @@ func fail(*corev1.Pod) *outcome    { return &outcome{phase: corev1.PodFailed, ex
 func keep(*corev1.Pod) *outcome    { return nil }
 
 // podEvents reads every pod event of ns on the log.
-func podEvents(t *testing.T, env *controlplanetest.Env, ns string) []*events.Event {
+func podEvents(t testing.TB, env *controlplanetest.Env, ns string) []*events.Event {
 	t.Helper()
 	controlplanetest.WaitForLog(t, env)
 	var out []*events.Event
@@ -227,7 +227,7 @@ func podEvents(t *testing.T, env *controlplanetest.Env, ns string) []*events.Eve
 	return out
 }
 
-func podOf(t *testing.T, ev *events.Event) *corev1.Pod {
+func podOf(t testing.TB, ev *events.Event) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if err := json.Unmarshal(ev.Object, &p); err != nil {
