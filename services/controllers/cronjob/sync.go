@@ -37,8 +37,15 @@ func (c *Controller) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jobs 
 				continue
 			}
 			c.eventf(ctx, cj, corev1.EventTypeWarning, "UnexpectedJob", "Saw a job that the controller did not create or forgot: %s", j.Name)
-			// A Job we created whose status write was lost (or that a user
-			// made for us to adopt): kube leaves it out of status.active.
+			// kube leaves such a Job out of status.active. A Job of a
+			// scheduled time is one a replica made and whose status write
+			// was lost (a conflict with another replica, a kill): it is
+			// tracked again, so Forbid and Replace see it. One a user made
+			// (create job --from) stays out, as in kube.
+			if _, scheduled := j.Annotations[batchv1.CronJobScheduledTimestampAnnotation]; scheduled {
+				cj.Status.Active = append(cj.Status.Active, jobRef(j))
+				updateStatus = true
+			}
 		case found && isJobFinished(j):
 			cond, _ := finishedCondition(j)
 			deleteFromActiveList(cj, j.UID)
@@ -144,8 +151,7 @@ func (c *Controller) syncCronJob(ctx context.Context, cj *batchv1.CronJob, jobs 
 	default:
 		c.eventf(ctx, cj, corev1.EventTypeNormal, "SuccessfulCreate", "Created job %v", created.Name)
 	}
-	cj.Status.Active = append(cj.Status.Active, corev1.ObjectReference{Kind: jobKind.Kind, APIVersion: jobKind.GroupVersion().String(),
-		Namespace: created.Namespace, Name: created.Name, UID: created.UID, ResourceVersion: created.ResourceVersion})
+	cj.Status.Active = append(cj.Status.Active, jobRef(created))
 	cj.Status.LastScheduleTime = &metav1.Time{Time: *scheduledTime}
 	return nextScheduleTimeDuration(cj, now, sched), true, nil
 }
@@ -237,6 +243,11 @@ func (c *Controller) deleteJob(ctx context.Context, cj *batchv1.CronJob, j *batc
 	deleteFromActiveList(cj, j.UID)
 	c.eventf(ctx, cj, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted job %v", j.Name)
 	return true
+}
+
+func jobRef(j *batchv1.Job) corev1.ObjectReference {
+	return corev1.ObjectReference{Kind: jobKind.Kind, APIVersion: jobKind.GroupVersion().String(),
+		Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion}
 }
 
 func inActiveList(cj *batchv1.CronJob, uid types.UID) bool {
