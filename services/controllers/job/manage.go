@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,7 +117,7 @@ func (c *Controller) createPods(ctx context.Context, jc *syncJobCtx, n int, inde
 	if isIndexedJob(job) {
 		addCompletionIndexEnvVariables(template)
 	}
-	if !containsString(template.Finalizers, batchv1.JobTrackingFinalizer) {
+	if !slices.Contains(template.Finalizers, batchv1.JobTrackingFinalizer) {
 		template.Finalizers = append(template.Finalizers, batchv1.JobTrackingFinalizer)
 	}
 	var created atomic.Int32
@@ -231,9 +232,7 @@ func (c *Controller) deletePods(ctx context.Context, job *batchv1.Job, pods []*c
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
-				if !apierrors.IsNotFound(err) {
-					c.event(ctx, job, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting: %v", err))
-				}
+				c.event(ctx, job, corev1.EventTypeWarning, "FailedDelete", fmt.Sprintf("Error deleting: %v", err))
 				return
 			}
 			deleted.Add(1)
@@ -277,13 +276,4 @@ func activePodsForRemoval(job *batchv1.Job, pods []*corev1.Pod, rmAtLeast int) [
 		rm = append(rm, left[:rmAtLeast-len(rm)]...)
 	}
 	return rm
-}
-
-func containsString(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
