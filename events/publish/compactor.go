@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,7 +23,7 @@ type CompactorConfig struct {
 	ElectionPrefix string
 	// SessionTTL of the leader's etcd session; default 5s.
 	SessionTTL time.Duration
-	// Identity is the candidate's name; default "<hostname>/<pid>".
+	// Identity is the candidate's name, as PublisherConfig.Identity.
 	Identity string
 }
 
@@ -59,8 +57,7 @@ func NewCompactor(cli *clientv3.Client, js jetstream.JetStream, cfg CompactorCon
 		cfg.SessionTTL = 5 * time.Second
 	}
 	if cfg.Identity == "" {
-		h, _ := os.Hostname()
-		cfg.Identity = h + "/" + strconv.Itoa(os.Getpid())
+		cfg.Identity = uniqueIdentity()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -15,10 +15,15 @@
 //     the object and puts its WriteMeta at MetaKey, so both carry the same
 //     revision and the event can be rebuilt from etcd alone.
 //  2. One publisher is elected (concurrency.Election on
-//     /cairn/election/publisher, session TTL 5s). As leader it reads the
-//     last message of both streams: its revision (and index within the
-//     revision) is where the log ends. It watches etcd from that revision,
-//     with previous values, and publishes each revision's events in order.
+//     /cairn/election/publisher, session TTL 5s). A dead leader blocks the
+//     others until its session expires, except a restart of the same server:
+//     a candidate first deletes the keys its own identity
+//     (PublisherConfig.Identity, stable per server) left under dead
+//     sessions, so a crashed server's successor leads at once. As leader
+//     it reads the last message of both streams: its revision (and index
+//     within the revision) is where the log ends. It watches etcd from that
+//     revision, with previous values, and publishes each revision's events
+//     in order.
 //  3. Each publish carries Nats-Msg-Id (so a repeat within the duplicate
 //     window is dropped), the stream's expected last sequence and the
 //     expected Nats-Msg-Id of the last message (the event that must precede

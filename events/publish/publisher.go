@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +23,12 @@ type PublisherConfig struct {
 	// SessionTTL is the lease of the leader's etcd session: how long a dead
 	// leader blocks the next one. Default 5s; whole seconds, at least 1s.
 	SessionTTL time.Duration
-	// Identity is the candidate's name in the election; default
-	// "<hostname>/<pid>".
+	// Identity is the candidate's name in the election, unique among the
+	// live publishers and stable across restarts of one server (cairn up
+	// keeps it in its data directory): a publisher takes over at once the
+	// election key its identity left under a dead session, instead of
+	// waiting SessionTTL for it to expire. Default "<hostname>/<pid>/<random>",
+	// unique to this Publisher, which never takes over.
 	Identity string
 	// MaxInFlight bounds the unacknowledged publishes; default 256.
 	MaxInFlight int
@@ -47,8 +49,7 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 		c.SessionTTL = 5 * time.Second
 	}
 	if c.Identity == "" {
-		h, _ := os.Hostname()
-		c.Identity = h + "/" + strconv.Itoa(os.Getpid())
+		c.Identity = uniqueIdentity()
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256
@@ -95,6 +96,13 @@ func NewPublisher(cli *clientv3.Client, js jetstream.JetStream, cfg PublisherCon
 // leader. It is 0 until then, and stays at its last value after leadership
 // is lost. Safe for concurrent use.
 func (p *Publisher) LastPublished() events.Revision { return events.Revision(p.last.Load()) }
+
+// Identity is the publisher's name in the election (PublisherConfig.Identity
+// or its default).
+func (p *Publisher) Identity() string { return p.cfg.Identity }
+
+// ElectionPrefix is the etcd prefix the publisher campaigns on.
+func (p *Publisher) ElectionPrefix() string { return p.cfg.ElectionPrefix }
 
 // IsLeader reports whether this publisher currently holds the election.
 func (p *Publisher) IsLeader() bool { return p.leader.Load() }
@@ -143,7 +151,7 @@ func (p *Publisher) term(ctx context.Context) error {
 	cancel()
 	<-stopped
 	if ctx.Err() == nil {
-		return errors.New("events: leadership lost")
+		return errors.New("publish: leadership lost")
 	}
 	return err
 }

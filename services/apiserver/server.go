@@ -72,8 +72,10 @@ type Config struct {
 	Extra map[string]http.Handler
 	// Metrics registers the request metrics; nil uses a private registry.
 	Metrics *prometheus.Registry
-	// Ready reports readiness of dependencies for /readyz.
-	Ready func(ctx context.Context) error
+	// ReadyChecks are /readyz's checks besides ping, each reported by name
+	// as kube-apiserver does ("[+]etcd ok", "[-]log failed: reason"):
+	// /readyz answers 200 only when all pass.
+	ReadyChecks []ReadyCheck
 	// Version is served on /version.
 	Version VersionInfo
 
@@ -295,18 +297,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func()) error
 	return nil
 }
 
+// ReadyCheck is one named check of /readyz.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
 func (s *Server) health(readiness bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if readiness && s.cfg.Ready != nil {
-			if err := s.cfg.Ready(r.Context()); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "[-]log failed: %v\nreadyz check failed\n", err)
-				return
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		lines := []string{"[+]ping ok"}
+		failed := false
+		if readiness {
+			for _, c := range s.cfg.ReadyChecks {
+				if err := c.Check(r.Context()); err != nil {
+					failed = true
+					lines = append(lines, fmt.Sprintf("[-]%s failed: %v", c.Name, err))
+					continue
+				}
+				lines = append(lines, "[+]"+c.Name+" ok")
 			}
 		}
+		if failed {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "%s\n%s check failed\n", strings.Join(lines, "\n"), name)
+			return
+		}
 		if r.URL.Query().Has("verbose") {
-			name := strings.TrimPrefix(r.URL.Path, "/")
-			fmt.Fprintf(w, "[+]ping ok\n[+]etcd ok\n[+]log ok\n%s check passed\n", name)
+			fmt.Fprintf(w, "%s\n%s check passed\n", strings.Join(lines, "\n"), name)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

@@ -27,6 +27,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		insecure  bool
 		electTTL  time.Duration
 		svcNet    serviceNetFlags
+		identity  string
 	)
 	fs := newFlagSet("apiserver", stderr)
 	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of etcd (required)")
@@ -36,10 +37,15 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&tokenFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
 	fs.logLevelFlag()
-	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver's publisher keeps the role")
+	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
+	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	svcNet.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
+	}
+	if identity == "" {
+		h, _ := os.Hostname()
+		identity = h + "/" + listen
 	}
 	if len(etcd) == 0 || natsURL == "" {
 		fmt.Fprintln(stderr, "cairn apiserver: --etcd-endpoints and --nats-url are required")
@@ -54,7 +60,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	var authn apiserver.Authenticators
-	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL,
+	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL, Identity: identity,
 		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
 		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	if pkiDir != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
@@ -17,7 +18,7 @@ import (
 func runControllerManager(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		identity, clusterCIDR string
-		workers               int
+		workers, maxPerSlice  int
 		nodeGrace             time.Duration
 	)
 	fs := newFlagSet("controller-manager", stderr)
@@ -26,6 +27,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.IntVar(&workers, "workers", 4, "concurrent reconciles per controller")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
+	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -39,7 +41,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	}
 	defer closeNATS()
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
-		NodeMonitorGracePeriod: nodeGrace, Log: log})
+		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), Log: log})
 	if err != nil {
 		return err
 	}

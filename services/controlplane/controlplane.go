@@ -65,8 +65,18 @@ type Config struct {
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
-	// elections: how long a dead leader keeps its role. 0 means 5s.
+	// elections: how long a dead leader of another identity keeps its
+	// role. 0 means 5s.
 	ElectionTTL time.Duration
+	// Identity names this server in the publisher and compactor elections
+	// (publish.PublisherConfig.Identity): unique among live servers and
+	// stable across its restarts, so that a restarted server takes over at
+	// once what its dead predecessor held. Empty is unique to this process
+	// (a restart then waits ElectionTTL).
+	Identity string
+	// MaxPublishLag bounds the publish lag while /readyz's log check
+	// passes (LogCheck); 0 means DefaultMaxPublishLag.
+	MaxPublishLag time.Duration
 	// CompactInterval for etcd compaction behind the log; 0 means 5m.
 	CompactInterval time.Duration
 	// HistoryPath, if set, runs the history projection (timelines, audit,
@@ -86,7 +96,9 @@ type Config struct {
 	// for this apiserver (kube-apiserver's --advertise-address); empty
 	// means the IP the apiserver listens on.
 	AdvertiseAddress string
-	// OnReady is called as each component becomes ready.
+	// OnReady is called as each component becomes ready: "log" once the
+	// log's check first passes with the log caught up (from a goroutine of
+	// its own), then "apiserver".
 	OnReady func(component, detail string)
 	Log     *slog.Logger
 }
@@ -110,14 +122,21 @@ type ControlPlane struct {
 	// Addr is the apiserver's listen address.
 	Addr string
 
-	embEtcd *embedded.Etcd
-	embNATS *embedded.NATS
+	// LogCheck is /readyz's log check.
+	LogCheck *LogCheck
+
+	logReady chan struct{}
+	embEtcd  *embedded.Etcd
+	embNATS  *embedded.NATS
 	// group runs the publisher, compactor, hub, history and apiserver.
 	group   *supervisor.Group
 	closers []func()
 }
 
-// Start starts every component and returns once the apiserver serves.
+// Start starts every component and returns once the apiserver serves and
+// the log is ready (LogCheck.WaitCaughtUp: a publisher leads and the log
+// holds the bootstrap writes), or ctx is done. While it waits for the log,
+// the apiserver already answers, its /readyz failing on the log check.
 func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -126,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if ready == nil {
 		ready = func(string, string) {}
 	}
-	cp := &ControlPlane{Metrics: prometheus.NewRegistry()}
+	cp := &ControlPlane{Metrics: prometheus.NewRegistry(), logReady: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			cp.Close()
@@ -142,11 +161,13 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("controlplane: streams: %w", err)
 	}
 	cp.group = supervisor.NewGroup(context.Background())
-	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL}, cfg.Log)
+	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL,
+		Identity: cfg.Identity}, cfg.Log)
 	cp.goRun("publisher", cp.Publisher.Run)
-	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL}, cfg.Log)
+	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL,
+		Identity: cfg.Identity}, cfg.Log)
 	cp.goRun("compactor", comp.Run)
-	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd", events.Stream, events.LeaseStream))
+	cp.LogCheck = &LogCheck{Etcd: cp.Etcd, JS: cp.JS, Publisher: cp.Publisher, MaxLag: cfg.MaxPublishLag}
 
 	cp.Hub = watchhub.NewHub(cp.JS, watchhub.Config{}, cfg.Log.With("component", "hub"))
 	cp.goRun("hub", cp.Hub.Run)
@@ -194,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
 		Extra:            extra,
 		Metrics:          cp.Metrics,
-		Ready:            cp.ready,
+		ReadyChecks:      []apiserver.ReadyCheck{{Name: "etcd", Check: cp.etcdReady}, {Name: "nats", Check: cp.natsReady}, {Name: "log", Check: cp.logCheck}},
 		Version:          Version(),
 		Log:              cfg.Log.With("component", "apiserver"),
 	})
@@ -213,6 +234,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	cp.goRun("service allocation repair", func(ctx context.Context) error {
 		return alloc.RunRepair(ctx, 0, cfg.Log.With("component", "servicealloc"))
 	})
+	// After the bootstrap writes, so that the log is reported ready only
+	// once they are on it.
+	cp.goRun("log readiness", func(ctx context.Context) error { return cp.awaitLog(ctx, cfg.Log, ready) })
 	ln := cfg.Listener
 	if ln == nil {
 		listen := cfg.Listen
@@ -233,6 +257,15 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	case <-served:
 	case err := <-cp.group.Err():
 		return nil, err
+	}
+	// The apiserver serves, but it is ready (its /readyz passes) only once
+	// the log is: until then it answers, and /readyz says why not.
+	select {
+	case <-cp.logReady:
+	case err := <-cp.group.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("controlplane: waiting for the log: %w", ctx.Err())
 	}
 	ready("apiserver", cp.Addr)
 	return cp, nil
@@ -290,15 +323,49 @@ func (cp *ControlPlane) goRun(name string, f func(ctx context.Context) error) {
 // Err reports the first fatal error of a running component.
 func (cp *ControlPlane) Err() <-chan error { return cp.group.Err() }
 
-func (cp *ControlPlane) ready(ctx context.Context) error {
+func (cp *ControlPlane) etcdReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := cp.Etcd.Get(ctx, events.MetaKey); err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
+	return nil
+}
+
+func (cp *ControlPlane) natsReady(context.Context) error {
 	if !cp.NATS.IsConnected() {
 		return errors.New("nats: not connected")
 	}
+	return nil
+}
+
+func (cp *ControlPlane) logCheck(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := cp.LogCheck.Check(ctx)
+	return err
+}
+
+// awaitLog waits for the log's check to pass with the log caught up
+// (LogCheck.WaitCaughtUp), then reports the log ready. While it waits it
+// logs why, at most every 5 s.
+func (cp *ControlPlane) awaitLog(ctx context.Context, log *slog.Logger, ready func(string, string)) error {
+	last := time.Now()
+	st, err := cp.LogCheck.WaitCaughtUp(ctx, 20*time.Millisecond, func(err error) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			log.Info("waiting for the log", "reason", err)
+		}
+	})
+	if err != nil {
+		return nil // stopped before the log was ready
+	}
+	who := "here"
+	if !st.Local {
+		who = st.Leader
+	}
+	defer close(cp.logReady) // after the line: Start reports the apiserver next
+	ready("log", fmt.Sprintf("streams %s and %s, publisher elected on etcd (%s), at revision %d", events.Stream, events.LeaseStream, who, st.Log))
 	return nil
 }
 

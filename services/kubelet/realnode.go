@@ -53,7 +53,8 @@ type NodeConfig struct {
 // from the control plane (AwaitPodCIDR), starts the container runtime in
 // NetNS with it, runs the kubelet on it through CRI, and at the end stops
 // the runtime (every pod's containers and sandbox, containerd, the
-// namespace).
+// namespace). A containerd that a killed predecessor left running on Dir is
+// adopted by the start, or stopped (node.Clean) if RunNode ends before it.
 func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
@@ -66,13 +67,19 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("kubelet: %w", err)
 	}
+	ncfg := node.Config{Dir: filepath.Join(cfg.Dir, "node"), NetNS: cfg.NetNS, CreateNetNS: true}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cidr, err := AwaitPodCIDR(wctx, client, cfg.NodeName)
+	ncfg.PodCIDR, err = AwaitPodCIDR(wctx, client, cfg.NodeName)
 	cancel()
 	if err != nil {
-		return err
+		// Stopped before the runtime started, so nothing adopted what a
+		// crashed predecessor may have left running: stop it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		ncfg.PodCIDR = ""
+		return errors.Join(err, node.Clean(cctx, ncfg, log))
 	}
-	rt, err := node.Start(ctx, node.Config{Dir: filepath.Join(cfg.Dir, "node"), NetNS: cfg.NetNS, CreateNetNS: true, PodCIDR: cidr}, log)
+	rt, err := node.Start(ctx, ncfg, log)
 	if err != nil {
 		return fmt.Errorf("kubelet: node runtime: %w", err)
 	}

@@ -27,6 +27,10 @@ type KubeletConfig struct {
 	// gracefully with grace period 0, as a kubelet does once their
 	// containers are gone.
 	FinishDeletes bool
+	// Exit, if set, ends a Running pod when it returns ok: its containers
+	// terminate with code, and the pod is Succeeded (code 0) or Failed, as
+	// a Job's pods end. Nil keeps pods running.
+	Exit func(p *corev1.Pod) (code int32, ok bool)
 }
 
 // StartKubelet stands in, through the API with the admin kubeconfig, for
@@ -81,7 +85,21 @@ func syncPod(ctx context.Context, t testing.TB, client kubernetes.Interface, cfg
 		zero := int64(0)
 		err = pods.Delete(wctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
 			Preconditions: &metav1.Preconditions{UID: &p.UID}})
-	case p.Status.Phase == corev1.PodRunning || (cfg.Admit != nil && !cfg.Admit(p)):
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return
+	case p.Status.Phase == corev1.PodRunning:
+		var code int32
+		ok := false
+		if cfg.Exit != nil {
+			code, ok = cfg.Exit(p)
+		}
+		if !ok {
+			return
+		}
+		p = p.DeepCopy()
+		SetExited(p, code)
+		_, err = pods.UpdateStatus(wctx, p, metav1.UpdateOptions{})
+	case cfg.Admit != nil && !cfg.Admit(p):
 		return
 	default:
 		p = p.DeepCopy()
@@ -111,5 +129,30 @@ func SetRunning(p *corev1.Pod) {
 			Name: c.Name, Image: c.Image, Ready: true, Started: &started,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
+	}
+}
+
+// SetExited sets p's status to what a kubelet reports once every
+// container exited with code (restartPolicy Never): Succeeded for 0,
+// Failed otherwise, no longer ready.
+func SetExited(p *corev1.Pod, code int32) {
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		p.Status.Phase = corev1.PodFailed
+	}
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.ContainersReady || c.Type == corev1.PodReady {
+			c.Status, c.LastTransitionTime = corev1.ConditionFalse, now
+		}
+	}
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
+		started := cs.State.Running
+		cs.Ready = false
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: now}}
+		if started != nil {
+			cs.State.Terminated.StartedAt = started.StartedAt
+		}
 	}
 }

@@ -75,8 +75,9 @@ func readLog(ctx context.Context, t *testing.T, js jetstream.JetStream) []*logEv
 // update is there exactly once at the revision the API returned, with the
 // right type, verb, object and actor; each delete is the one DELETED event of
 // its key and its last event; and every key's events run ADDED, MODIFIED...,
-// DELETED. It returns the problems found.
-func checkLog(log []*logEvent, acks []ack) []string {
+// DELETED. user is the actor of the acknowledged writes (in group
+// adminGroup). It returns the problems found.
+func checkLog(log []*logEvent, acks []ack, user string) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
@@ -99,7 +100,7 @@ func checkLog(log []*logEvent, acks []ack) []string {
 				bad("acknowledged delete of %s: the key's last event is not DELETED (%s)", a.key, describe(evs))
 				continue
 			}
-			checkActor(bad, a, evs[len(evs)-1])
+			checkActor(bad, a, evs[len(evs)-1], user)
 			continue
 		}
 		evs := byRev[a.rev]
@@ -115,7 +116,7 @@ func checkLog(log []*logEvent, acks []ack) []string {
 		if le.key != a.key || le.ev.Type != want {
 			bad("acknowledged %s of %s at %d: event is %s %s", a.verb, a.key, a.rev, le.ev.Type, le.key)
 		}
-		checkActor(bad, a, le)
+		checkActor(bad, a, le, user)
 		var obj struct {
 			Metadata struct {
 				ResourceVersion string            `json:"resourceVersion"`
@@ -151,8 +152,8 @@ func checkLog(log []*logEvent, acks []ack) []string {
 }
 
 // checkActor checks the verb and actor of an acknowledged write's event.
-func checkActor(bad func(string, ...any), a ack, le *logEvent) {
-	if le.ev.Verb != a.verb || le.ev.Actor.User != adminUser || !slices.Contains(le.ev.Actor.Groups, adminGroup) {
+func checkActor(bad func(string, ...any), a ack, le *logEvent, user string) {
+	if le.ev.Verb != a.verb || le.ev.Actor.User != user || !slices.Contains(le.ev.Actor.Groups, adminGroup) {
 		bad("acknowledged %s of %s: event at %d has verb %q, actor %+v", a.verb, a.key, le.ev.Revision, le.ev.Verb, le.ev.Actor)
 	}
 }
@@ -200,7 +201,7 @@ func TestCheckLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := checkLog(tt.log, tt.acks)
+			got := checkLog(tt.log, tt.acks, adminUser)
 			if len(got) != tt.wantN {
 				t.Errorf("checkLog found %d problems, want %d: %q", len(got), tt.wantN, got)
 			}

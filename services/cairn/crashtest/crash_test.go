@@ -43,7 +43,7 @@ func TestAPIServerCrash(t *testing.T) {
 		workers = 8
 		kills   = 20
 	)
-	l := startLoad(t, addr, workers)
+	l := startLoad(t, tokenConfig(addr), workers)
 	halted := false
 	defer func() {
 		if !halted {
@@ -91,7 +91,7 @@ func TestAPIServerCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log := readLog(ctx, t, js)
-	for _, p := range checkLog(log, acks) {
+	for _, p := range checkLog(log, acks, adminUser) {
 		t.Error(p)
 	}
 	t.Logf("%d events on the log up to revision %d", len(log), head)

@@ -69,9 +69,13 @@ type load struct {
 	unseen int
 }
 
-func startLoad(t *testing.T, addr string, workers int) *load {
+// tokenConfig reaches the apiserver at addr over plain HTTP as adminToken.
+func tokenConfig(addr string) *rest.Config {
+	return &rest.Config{Host: "http://" + addr, BearerToken: adminToken, QPS: -1, Burst: -1, Timeout: 10 * time.Second}
+}
+
+func startLoad(t *testing.T, cfg *rest.Config, workers int) *load {
 	t.Helper()
-	cfg := &rest.Config{Host: "http://" + addr, BearerToken: adminToken, QPS: -1, Burst: -1, Timeout: 10 * time.Second}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

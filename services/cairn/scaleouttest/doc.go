@@ -29,6 +29,15 @@
 //   - every pod create is made by system:kube-controller-manager and names
 //     the event it reacted to (a causationID).
 //
+// Meanwhile, in namespace batch, 6 Jobs (half of them Indexed) of 10
+// completions and parallelism 3 run on a second stand-in kubelet that
+// also ends each Ready pod Succeeded, and a CronJob fires every minute
+// (jobs_test.go). Every Job completes and the CronJob fires within 90 s of
+// the last change, and on the log: no Job ever has more active pods than
+// its parallelism, exactly completions pods succeed (each index once) and
+// status.succeeded counts them, every Job pod create has a cause, and no
+// scheduled time of the CronJob has more than one Job.
+//
 // A create may be decided from a ReplicaSet a little older than the
 // create (kube's slow-start batches go on after a scale-down), so each
 // create is held to the largest bound in force from the revision of the
@@ -38,5 +47,6 @@
 // pods go a little after its spec went down): the test logs how often.
 //
 // The package has no code besides its tests. The test is skipped with
-// -short; it takes under a minute (plus building cairn).
+// -short; it takes one to two minutes (plus building cairn): the
+// CronJob's first minute may be a minute away.
 package scaleouttest

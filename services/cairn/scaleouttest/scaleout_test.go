@@ -72,8 +72,10 @@ func TestControllerManagerScaleOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections()
-	stopKubelet := startKubelet(t, admin, js, client)
+	stopKubelet := startKubelet(t, admin, js, client, ns, false)
 	defer stopKubelet()
+	stopBatchKubelet := startKubelet(t, admin, js, client, batchNS, true)
+	defer stopBatchKubelet()
 
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(1, seed))
@@ -81,6 +83,7 @@ func TestControllerManagerScaleOut(t *testing.T) {
 	start := time.Now()
 	names := createDeployments(t, client, rng)
 	t.Logf("%d deployments created in %v", len(names), time.Since(start).Round(time.Millisecond))
+	createBatch(t, client)
 
 	// Waves of changes; cm-1 dies after the third, cm-2 restarts after the
 	// sixth, each right after a wave so the controllers are busy.
@@ -105,11 +108,14 @@ func TestControllerManagerScaleOut(t *testing.T) {
 
 	waitConverged(t, client, names, converge)
 	t.Logf("converged %v after the last change", time.Since(last).Round(time.Millisecond))
+	waitBatch(t, client, 90*time.Second)
+	t.Logf("jobs complete and the cronjob fired %v after the last change", time.Since(last).Round(time.Millisecond))
 	for _, i := range []int{0, 2} {
 		cms[i].Alive()
 	}
 	api.Alive()
 	stopKubelet()
+	stopBatchKubelet()
 
 	// The log holds every write made so far once the publisher has caught
 	// up with the last one.
@@ -125,6 +131,11 @@ func TestControllerManagerScaleOut(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
+	batchProblems, jobPods := checkBatch(log)
+	for _, p := range batchProblems {
+		t.Error(p)
+	}
+	t.Logf("%d pods created for %d Jobs and the CronJob's", jobPods, jobCount)
 	for _, d := range badDeps[:min(len(badDeps), 2)] {
 		t.Logf("history of %s:\n%s", d, timeline(log, d))
 	}

@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/kubelet"
+	"github.com/cairn-dev/cairn/services/kubelet/node"
 )
 
 // KubeletKubeconfig is the kubeconfig (user system:node:<name>, group
@@ -57,6 +61,22 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 		return fmt.Errorf("%w: run as root, or with --node=false", err)
 	}
 	return err
+}
+
+// cleanNode stops whatever a node of this data directory left running
+// (node.Clean): containerd, its shims and containers, mounts, the network
+// namespace. Only root can have run a node; for others it does nothing.
+func cleanNode(ctx context.Context, paths Paths, log *slog.Logger) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	cfg := node.Config{Dir: filepath.Join(paths.Root, "node"), NetNS: NetNSName(paths.Root), CreateNetNS: true}
+	if err := node.Clean(cctx, cfg, log.With("service", "node")); err != nil {
+		return fmt.Errorf("node clean-up: %w", err)
+	}
+	return nil
 }
 
 // nodeName is the name of cairn up's node: the host name, as a kubelet

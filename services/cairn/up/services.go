@@ -26,8 +26,8 @@ import (
 // starts after the one before it is ready and stops before it. Later
 // services (controllers, scheduler, kubelet) hold a pointer to the control
 // plane service and use its clients from their Run.
-func services(cfg Config, paths Paths, p *pki.PKI, log *slog.Logger, rep *Reporter) []supervisor.Service {
-	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, log: log, rep: rep}
+func services(cfg Config, paths Paths, p *pki.PKI, id string, log *slog.Logger, rep *Reporter) []supervisor.Service {
+	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, id: id, log: log, rep: rep}
 	cm := &controllerManagerService{cp: cp}
 	sched := &schedulerService{cp: cp}
 	svcs := []supervisor.Service{cp, cm, sched}
@@ -155,6 +155,7 @@ type controlPlaneService struct {
 	cfg   Config
 	paths Paths
 	pki   *pki.PKI
+	id    string // the server's identity (ServerID)
 	log   *slog.Logger
 	rep   *Reporter
 
@@ -192,6 +193,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		// the apiserver's kubelet client (system:masters) read logs and exec.
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
 		Authenticator:    apiserver.X509Authenticator{},
+		Identity:         s.id,
 		OnReady:          s.rep.Ready,
 		Log:              s.log,
 	})

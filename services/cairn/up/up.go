@@ -2,6 +2,8 @@ package up
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
@@ -59,6 +62,7 @@ type Paths struct {
 	NATS       string // the embedded NATS server's JetStream store
 	History    string // the history projection's store (bbolt)
 	Log        string // cairn up's structured log (see OpenLog)
+	ServerID   string // this server's identity, written once (see ServerID)
 }
 
 // PathsOf returns the layout of the data directory dir.
@@ -76,7 +80,38 @@ func PathsOf(dir string) (Paths, error) {
 		NATS:       filepath.Join(root, "nats"),
 		History:    filepath.Join(root, "history.db"),
 		Log:        filepath.Join(root, "cairn.log"),
+		ServerID:   filepath.Join(root, "server-id"),
 	}, nil
+}
+
+// ServerID returns the identity of the server whose data directory holds
+// path, creating it on first use as "<hostname>-<random>": unique among
+// servers, the same across restarts on this data directory. It names the
+// server in the log publisher's election, so that a restarted server takes
+// over at once what its dead predecessor held. The caller holds the data
+// directory's lock.
+func ServerID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("up: server id: %w", err)
+	}
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("up: server id: %w", err)
+	}
+	id := nodeName() + "-" + hex.EncodeToString(r[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("up: server id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("up: server id: %w", err)
+	}
+	return id, nil
 }
 
 // Run brings the cluster up, reports each part to out (see Reporter) as it
@@ -115,7 +150,11 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 	}
 	rep.Written("kubeconfig", paths.Kubeconfig)
 
-	svcs := services(cfg, paths, p, log, rep)
+	id, err := ServerID(paths.ServerID)
+	if err != nil {
+		return err
+	}
+	svcs := services(cfg, paths, p, id, log, rep)
 	opts := supervisor.Options{
 		Log: log,
 		OnReady: func(name, detail string) {
@@ -126,7 +165,20 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 		},
 		OnAllReady: func() { rep.AllReady(len(svcs), paths.Log, paths.Kubeconfig) },
 	}
-	if err := supervisor.Run(ctx, opts, svcs...); err != nil {
+	if !cfg.Node {
+		// A node an earlier run left (killed) is not this run's to keep.
+		if err := cleanNode(ctx, paths, log); err != nil {
+			return err
+		}
+	}
+	err = supervisor.Run(ctx, opts, svcs...)
+	if cfg.Node {
+		// The node service stops its runtime; this stops what a killed
+		// predecessor left when the node service never got to adopt it
+		// (stopped or failed before its turn).
+		err = errors.Join(err, cleanNode(ctx, paths, log))
+	}
+	if err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 	return nil

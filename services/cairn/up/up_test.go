@@ -62,8 +62,18 @@ func TestUpWritesPKIAndKubeconfig(t *testing.T) {
 		}
 	}
 
+	// The log is ready before the control plane counts as ready, which
+	// starts the controller-manager.
+	if o := out.String(); !strings.Contains(o, "\nlog ready (") || strings.Index(o, "\nlog ready (") > strings.Index(o, "\ncontroller-manager ready") {
+		t.Errorf("want a log ready line before the controller-manager's:\n%s", o)
+	}
+	id, err := os.ReadFile(filepath.Join(dir, "server-id"))
+	if err != nil || len(bytes.TrimSpace(id)) == 0 {
+		t.Errorf("server-id: %q, %v", id, err)
+	}
+
 	// A second process on the same data directory is refused.
-	err := Run(t.Context(), slog.New(slog.DiscardHandler), &bytes.Buffer{}, cfg)
+	err = Run(t.Context(), slog.New(slog.DiscardHandler), &bytes.Buffer{}, cfg)
 	if !errors.Is(err, ErrLocked) {
 		t.Errorf("second Run = %v, want ErrLocked", err)
 	}
@@ -103,6 +113,9 @@ func TestUpWritesPKIAndKubeconfig(t *testing.T) {
 	again, _ := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
 	if !bytes.Equal(ca, again) {
 		t.Error("CA changed across a restart")
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "server-id")); !bytes.Equal(id, again) {
+		t.Errorf("server-id changed across a restart: %q, then %q", id, again)
 	}
 }
 

@@ -68,6 +68,11 @@ func benchControllers(b *testing.B, replicas int) {
 	env := controlplanetest.Start(b, controlplanetest.Options{Fsync: os.Getenv("BENCH_NOFSYNC") == "", TLS: os.Getenv("BENCH_HTTP") == ""})
 	ms := startManagers(b, env, replicas)
 	waitSettled(b, env, replicas)
+	if os.Getenv("BENCH_SERVICES") != "" {
+		// A Service per deployment: the endpoint controllers then follow
+		// every pod of the namespace in each replica.
+		createServices(b, env)
+	}
 
 	counter := countAddedPods(b, env.JS)
 	delivered0 := podEventsDelivered(ms)
@@ -219,6 +224,18 @@ func waitSettled(b *testing.B, env *controlplanetest.Env, n int) {
 func benchDeployment(name string, replicas int32) *appsv1.Deployment {
 	return controlplanetest.Deployment("", name, replicas, corev1.Container{Name: "app", Image: "busybox:1.36",
 		Command: []string{"sleep", "3600"}})
+}
+
+// createServices creates a Service selecting each bench deployment's pods.
+func createServices(b *testing.B, env *controlplanetest.Env) {
+	for n := 1; n <= benchDeployments; n++ {
+		name := fmt.Sprintf("bench-%03d", n)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: 80}}}}
+		if _, err := env.Client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // applyDeployments creates the deployments with benchApplyConns clients and

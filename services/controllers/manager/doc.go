@@ -1,6 +1,7 @@
 // Package manager runs cairn's controllers as one service, the
 // controller-manager: replicaset, deployment, garbage collector,
-// namespace, node IPAM, disruption and node lifecycle controllers, each a
+// namespace, node IPAM, disruption, job, TTL-after-finished, cronjob and
+// node lifecycle controllers, each a
 // consumer of the log that writes back through the apiserver. They run on
 // one events/consumer.Manager (shared caches, clients, recorders, shard);
 // Controllers lists them, one line each.
@@ -42,5 +43,11 @@
 //   - the garbage collector: a pod is collected by the replica that owns
 //     its controller's key (the one that follows it), and the dependents
 //     of an owner being deleted in the foreground or with orphaning are
-//     listed through the apiserver (see package gc).
+//     listed through the apiserver (see package gc);
+//   - the endpoint controllers, whose Services select pods of any
+//     controller: a replica follows, with a cache per namespace, every pod
+//     of the namespaces where it reconciles a Service with a selector (see
+//     package endpoint). With a Service per Deployment in one namespace,
+//     each of three replicas receives every pod event of that namespace
+//     (BenchmarkControllers with BENCH_SERVICES=1).
 package manager

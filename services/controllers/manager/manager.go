@@ -12,13 +12,17 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/cronjob"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
+	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
+	"github.com/cairn-dev/cairn/services/controllers/job"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
+	"github.com/cairn-dev/cairn/services/controllers/ttlafterfinished"
 )
 
 // UserAgent is what the controllers send as User-Agent unless
@@ -52,7 +56,10 @@ type Config struct {
 	// node lifecycle controller marks it unknown and taints it; default
 	// nodelifecycle.DefaultGracePeriod.
 	NodeMonitorGracePeriod time.Duration
-	Log                    *slog.Logger
+	// MaxEndpointsPerSlice is --max-endpoints-per-slice; default
+	// endpoint.DefaultMaxEndpointsPerSlice.
+	MaxEndpointsPerSlice int32
+	Log                  *slog.Logger
 }
 
 // controller is one entry of Controllers: its name and how to build it on
@@ -77,6 +84,17 @@ var Controllers = []controller{
 	{"namespace", func(m mgr, c Config) error { return ok(namespace.New(m, namespace.Options{Workers: c.Workers})) }},
 	{"nodeipam", func(m mgr, c Config) error { return ok(nodeipam.New(m, nodeipam.Options{ClusterCIDR: c.ClusterCIDR})) }},
 	{"disruption", func(m mgr, c Config) error { return ok(disruption.New(m, disruption.Options{})) }},
+	{"endpointslice", func(m mgr, c Config) error {
+		return ok(endpoint.NewSlices(m, endpoint.SliceOptions{Workers: c.Workers, MaxEndpointsPerSlice: c.MaxEndpointsPerSlice}))
+	}},
+	{"endpoints", func(m mgr, c Config) error {
+		return ok(endpoint.NewEndpoints(m, endpoint.EndpointsOptions{Workers: c.Workers}))
+	}},
+	{"job", func(m mgr, c Config) error { return ok(job.New(m, job.Options{Workers: c.Workers})) }},
+	{"ttlafterfinished", func(m mgr, c Config) error {
+		return ok(ttlafterfinished.New(m, ttlafterfinished.Options{Workers: c.Workers}))
+	}},
+	{"cronjob", func(m mgr, c Config) error { return ok(cronjob.New(m, cronjob.Options{Workers: c.Workers})) }},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},

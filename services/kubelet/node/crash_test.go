@@ -21,7 +21,7 @@ func TestRunCleansUpAfterContainerdCrash(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	p := runPod(ctx, t, rt, podSpec{name: "orphan", command: []string{"sleep", "3600"}})
 	pid := containerPid(ctx, t, rt, p.containerID)
-	shims := shimPids(t, rt.Socket())
+	shims := nodetest.Shims(t, rt.Socket())
 	if len(shims) == 0 {
 		t.Fatal("no shim found for the node's socket")
 	}
@@ -62,29 +62,4 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// shimPids lists containerd-shim processes serving the given socket.
-func shimPids(t testing.TB, sock string) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, "-address "+sock+" ") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -36,7 +36,10 @@
 // ([Runtime.CgroupParent]) and deletes the namespace if Start created it.
 // [Runtime.Run] fits a Run(ctx) supervisor: it stops the node when ctx ends
 // and returns an error when containerd dies on its own. A containerd left
-// running by a crashed owner is adopted by the next Start with the same Dir.
+// running by a crashed owner (SIGKILLed) is adopted by the next Start with
+// the same Dir, found by its command line even if the pid file was lost;
+// an owner that stops before it starts the node again calls [Clean], which
+// stops what was left as Stop would.
 //
 // Package nodetest wraps all of this for tests: nodetest.Start(t).
 package node

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,32 +61,23 @@ type Runtime struct {
 // NetworkReady, and imports cfg.Images into the k8s.io namespace (an image
 // already present with the same digest is a no-op).
 //
-// If a containerd started earlier for the same Dir is still running (its pid
-// in Dir/containerd.pid runs containerd with this config), Start adopts it
-// instead of starting another, so that containers outlive a restart of the
-// process that owns the node. On error nothing Start made is left running.
+// If a containerd started earlier for the same Dir is still running (a
+// process whose command line is containerd with this Dir's config: the pid
+// in Dir/containerd.pid, else found in /proc), Start adopts it instead of
+// starting another, so that containers outlive a restart of the process
+// that owns the node; any second one it stops. On error nothing is left
+// running, adopted or started: a clean stop during Start leaves nothing.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	r := &Runtime{cfg: cfg, l: newLayout(cfg.Dir), log: log.With("node_dir", cfg.Dir), nsFD: -1, exited: make(chan struct{})}
-	if len(r.l.sock) > maxSocketPath {
-		sum := sha256.Sum256([]byte(cfg.Dir))
-		r.l.sockDir = filepath.Join("/run/cairn-node", hex.EncodeToString(sum[:6]))
-		r.l.sock = filepath.Join(r.l.sockDir, "containerd.sock")
-	}
+	r := newRuntime(cfg, log)
 	defer func() {
 		if err == nil {
 			return
 		}
-		if r.adopted {
-			// Not ours to kill on a failed start: leave it for the next try.
-			r.release()
-			return
-		}
+		// Adopted or started here, it is this node's: a start that fails
+		// (or is cancelled, as by a clean stop) leaves nothing running.
 		_ = r.Stop(context.WithoutCancel(ctx))
 	}()
 
@@ -126,12 +118,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err e
 		}
 	}
 
-	if pid, ok := r.running(); ok {
-		r.log.InfoContext(ctx, "adopting running containerd", "pid", pid)
-		r.pid = pid
-		r.adopted = true
-		go r.watchAdopted()
-	} else {
+	if !r.adoptLeftover(ctx) {
 		if err := writeFiles(cfg, r.l, r.snapshotter); err != nil {
 			return nil, err
 		}
@@ -139,17 +126,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err e
 			return nil, err
 		}
 	}
-
-	// A short reconnect back-off: the socket appears some ms after launch,
-	// and grpc's default 1s first back-off would dominate start-up.
-	r.conn, err = grpc.NewClient("unix://"+r.l.sock,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("node: cri client: %w", err)
+	if err := r.dial(); err != nil {
+		return nil, err
 	}
 	launched := time.Now()
 	if err := r.waitReady(ctx); err != nil {
@@ -162,6 +140,61 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err e
 	}
 	r.timings.Import = time.Since(ready)
 	return r, nil
+}
+
+// newRuntime is the Runtime of cfg (defaulted) before anything runs.
+func newRuntime(cfg Config, log *slog.Logger) *Runtime {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{cfg: cfg, l: newLayout(cfg.Dir), log: log.With("node_dir", cfg.Dir), nsFD: -1, exited: make(chan struct{})}
+	if len(r.l.sock) > maxSocketPath {
+		sum := sha256.Sum256([]byte(cfg.Dir))
+		r.l.sockDir = filepath.Join("/run/cairn-node", hex.EncodeToString(sum[:6]))
+		r.l.sock = filepath.Join(r.l.sockDir, "containerd.sock")
+	}
+	return r
+}
+
+// dial makes the gRPC connection to containerd's socket.
+func (r *Runtime) dial() error {
+	// A short reconnect back-off: the socket appears some ms after launch,
+	// and grpc's default 1s first back-off would dominate start-up.
+	conn, err := grpc.NewClient("unix://"+r.l.sock,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}))
+	if err != nil {
+		return fmt.Errorf("node: cri client: %w", err)
+	}
+	r.conn = conn
+	return nil
+}
+
+// adoptLeftover adopts the containerd an earlier owner of Dir left running,
+// if there is one, and stops any other it finds (two can only run if a
+// crash came between launching one and writing its pid: the second then
+// waits for the first's metadata lock for ever). It reports whether it
+// adopted one.
+func (r *Runtime) adoptLeftover(ctx context.Context) bool {
+	pids := r.leftovers()
+	if len(pids) == 0 {
+		return false
+	}
+	for _, pid := range pids[1:] {
+		r.log.WarnContext(ctx, "stopping a second containerd of this node", "pid", pid)
+		stopPid(pid, 5*time.Second)
+	}
+	r.log.InfoContext(ctx, "adopting running containerd", "pid", pids[0])
+	r.pid = pids[0]
+	r.adopted = true
+	go r.watchAdopted()
+	if err := writePidFile(r.l.pidFile, r.pid); err != nil {
+		r.log.WarnContext(ctx, "write pid file", "err", err)
+	}
+	return true
 }
 
 // release closes the Runtime's connections without touching containerd.
@@ -196,7 +229,7 @@ func (r *Runtime) startContainerd(ctx context.Context) error {
 		return fmt.Errorf("node: start %s: %w", r.cfg.Containerd, err)
 	}
 	r.cmd, r.pid = cmd, cmd.Process.Pid
-	if err := os.WriteFile(r.l.pidFile, []byte(strconv.Itoa(r.pid)), 0o644); err != nil {
+	if err := writePidFile(r.l.pidFile, r.pid); err != nil {
 		r.log.WarnContext(ctx, "write pid file", "err", err)
 	}
 	go func() {
@@ -207,29 +240,92 @@ func (r *Runtime) startContainerd(ctx context.Context) error {
 	return nil
 }
 
-// running reports the pid of a live containerd from an earlier Start for
-// the same Dir.
-func (r *Runtime) running() (int, bool) {
-	b, err := os.ReadFile(r.l.pidFile)
-	if err != nil {
-		return 0, false
+// writePidFile replaces path with pid atomically: a crash never leaves it
+// empty or half written.
+func writePidFile(path string, pid int) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
+	return os.Rename(tmp, path)
+}
+
+// leftovers lists the live containerd processes of this node, left by an
+// earlier Start for the same Dir: the processes whose command line is
+// containerd with this node's config file (which nothing else names), the
+// one in the pid file first, then the others oldest first.
+func (r *Runtime) leftovers() []int {
+	filed := 0
+	if b, err := os.ReadFile(r.l.pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && r.isOurs(pid) {
+			filed = pid
+		}
+	}
+	type found struct {
+		pid   int
+		start uint64
+	}
+	var others []found
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == filed || !r.isOurs(pid) {
+			continue
+		}
+		start, _ := procStart(pid)
+		others = append(others, found{pid, start})
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].start < others[j].start })
+	var pids []int
+	if filed != 0 {
+		pids = append(pids, filed)
+	}
+	for _, f := range others {
+		pids = append(pids, f.pid)
+	}
+	return pids
+}
+
+// isOurs reports whether pid is a live containerd running this node's
+// config.
+func (r *Runtime) isOurs(pid int) bool {
+	if pid <= 0 {
+		return false
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return 0, false
+		return false
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	if len(args) < 3 || filepath.Base(args[0]) != "containerd" || args[len(args)-1] != r.l.config {
-		return 0, false
+	if len(args) < 3 || filepath.Base(args[0]) != "containerd" || args[len(args)-2] != "--config" || args[len(args)-1] != r.l.config {
+		return false
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(stat, []byte(") Z ")) {
-		return 0, false
+		return false
 	}
-	return pid, true
+	return true
+}
+
+// stopPid sends SIGTERM to pid and SIGKILL after grace, and waits until it
+// is gone (or a zombie, for a parent that is not us to reap).
+func stopPid(pid int, grace time.Duration) {
+	start, ok := procStart(pid)
+	if !ok {
+		return
+	}
+	gone := func() bool {
+		s, ok := procStart(pid)
+		return !ok || s != start || procZombie(pid)
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if gone() {
+			return
+		}
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !gone(); time.Sleep(10 * time.Millisecond) {
+	}
 }
 
 // watchAdopted closes r.exited when an adopted containerd (not our child)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -40,12 +41,42 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	return r.stopErr
 }
 
+// Clean stops whatever an earlier owner of cfg.Dir left behind, as Stop
+// would have: its containerd (found as Start finds one to adopt: by pid file
+// and command line, never by name) with every pod, shim and container
+// process, the mounts under Dir and the network namespace an earlier Start
+// created. It is for an owner that stops before it starts the node (one
+// that starts it adopts what was left, and its Stop cleans up); it does
+// nothing when nothing was left.
+func Clean(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	r := newRuntime(cfg, log)
+	if b, err := os.ReadFile(r.l.netnsMarker); err == nil {
+		if p := strings.TrimSpace(string(b)); p != "" {
+			if _, err := os.Stat(p); err == nil {
+				r.netnsPath, r.netnsCreated = p, true
+			}
+		}
+	}
+	if r.adoptLeftover(ctx) {
+		if err := r.dial(); err != nil {
+			r.log.WarnContext(ctx, "clean: no CRI client; killing without removing pods", "err", err)
+		}
+	}
+	return r.Stop(ctx)
+}
+
 func (r *Runtime) stop(ctx context.Context) error {
 	var errs []error
 	if r.pid != 0 {
 		select {
 		case <-r.exited:
 		default:
+			if r.conn == nil {
+				break // failed before it could talk to containerd
+			}
 			if err := r.removePods(ctx); err != nil {
 				r.log.WarnContext(ctx, "remove pods before stop", "err", err)
 			}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +138,46 @@ func SandboxNetNS(ctx context.Context, rs runtimeapi.RuntimeServiceClient, id st
 		}
 	}
 	return "", nil
+}
+
+// Containerds lists the live processes running containerd with the config
+// of the node whose Config.Dir is dir.
+func Containerds(t testing.TB, dir string) []int {
+	t.Helper()
+	want := "--config\x00" + filepath.Join(dir, "containerd.toml") + "\x00"
+	return procs(t, func(cmdline string) bool { return strings.HasSuffix(cmdline, want) })
+}
+
+// Shims lists the live containerd shims serving the containerd socket sock.
+func Shims(t testing.TB, sock string) []int {
+	t.Helper()
+	return procs(t, func(cmdline string) bool {
+		cmd := strings.ReplaceAll(cmdline, "\x00", " ")
+		return strings.Contains(cmd, "containerd-shim") && strings.Contains(cmd, "-address "+sock+" ")
+	})
+}
+
+// procs lists the live processes (zombies excluded) whose NUL-separated
+// command line match accepts.
+func procs(t testing.TB, match func(cmdline string) bool) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !match(string(b)) {
+			continue
+		}
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(stat), ") Z ") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
