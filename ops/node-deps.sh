@@ -2,7 +2,7 @@
 # node-deps.sh installs, only when missing, what a real cairn node runs on:
 # Debian's containerd, runc, CNI plugins (bridge, host-local, loopback,
 # portmap in /usr/lib/cni), busybox-static (for the offline images) and
-# iproute2 (ip netns). Idempotent: a second run installs nothing and prints
+# iproute2 (ip netns) and nftables (cairn proxy). Idempotent: a second run installs nothing and prints
 # nothing. Exits non-zero with a one-line message when it cannot succeed.
 #
 # More package:file pairs may be given as arguments, e.g.
@@ -20,6 +20,7 @@ runc:/usr/sbin/runc
 containernetworking-plugins:/usr/lib/cni/bridge
 busybox-static:/bin/busybox
 iproute2:/sbin/ip
+nftables:/usr/sbin/nft
 $*"
 
 missing=""

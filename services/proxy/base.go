@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
+)
+
+// baseChain is a chain every table has, hooked or not, with fixed rules.
+type baseChain struct {
+	name     string
+	typ      knftables.BaseChainType
+	hook     knftables.BaseChainHook
+	priority knftables.BaseChainPriority
+	rules    []string
+}
+
+// filterPriority is kube-proxy's: just before DNAT, so that a Service
+// without endpoints is rejected before anything rewrites its address.
+const filterPriority = knftables.BaseChainPriority("dstnat - 10")
+
+// baseChains are kube-proxy's nftables-mode chains that do not depend on
+// any Service (its firewall and cluster-ips checks are not built yet).
+var baseChains = []baseChain{
+	{name: markMasqChain, rules: []string{"mark set mark or " + masqueradeMark}},
+	{name: masqueradingChain, rules: []string{
+		knftables.Concat("mark and", masqueradeMark, "== 0 return"),
+		knftables.Concat("mark set mark xor", masqueradeMark),
+		"masquerade fully-random",
+	}},
+	{name: rejectChain, rules: []string{"reject"}},
+	{name: endpointsCheckChain, rules: []string{
+		knftables.Concat("ip daddr . meta l4proto . th dport vmap", "@"+noEndpointServicesMap),
+	}},
+	{name: nodePortsCheckChain, rules: []string{
+		knftables.Concat("fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@"+noEndpointNodePortMap),
+	}},
+	{name: servicesChain, rules: []string{
+		knftables.Concat("ip daddr . meta l4proto . th dport vmap", "@"+serviceIPsMap),
+		knftables.Concat("fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@"+serviceNodePortsMap),
+	}},
+	{name: "filter-input", typ: knftables.FilterType, hook: knftables.InputHook, priority: filterPriority, rules: []string{
+		"ct state new jump " + nodePortsCheckChain,
+		"ct state new jump " + endpointsCheckChain,
+	}},
+	{name: "filter-forward", typ: knftables.FilterType, hook: knftables.ForwardHook, priority: filterPriority, rules: []string{
+		"ct state new jump " + endpointsCheckChain,
+	}},
+	{name: "filter-output", typ: knftables.FilterType, hook: knftables.OutputHook, priority: filterPriority, rules: []string{
+		"ct state new jump " + endpointsCheckChain,
+	}},
+	{name: "nat-prerouting", typ: knftables.NATType, hook: knftables.PreroutingHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
+	{name: "nat-output", typ: knftables.NATType, hook: knftables.OutputHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
+	{name: "nat-postrouting", typ: knftables.NATType, hook: knftables.PostroutingHook, priority: knftables.SNATPriority, rules: []string{"jump " + masqueradingChain}},
+}
+
+// baseMaps are the verdict maps the Services' elements go into.
+var baseMaps = []knftables.Map{
+	{Name: serviceIPsMap, Type: "ipv4_addr . inet_proto . inet_service : verdict", Comment: knftables.PtrTo("ClusterIP traffic")},
+	{Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: knftables.PtrTo("NodePort traffic")},
+	{Name: noEndpointServicesMap, Type: "ipv4_addr . inet_proto . inet_service : verdict", Comment: knftables.PtrTo("vmap to drop or reject packets to services with no endpoints")},
+	{Name: noEndpointNodePortMap, Type: "inet_proto . inet_service : verdict", Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints")},
+}
+
+// writeBase adds to tx the table and its fixed objects, empties the maps
+// (every Service's elements are added again by the full Sync), and removes
+// the chains and sets that are in the table but neither fixed nor wanted by
+// a Service: what a previous proxy left for Services deleted since.
+func (p *Proxier) writeBase(ctx context.Context, tx *knftables.Transaction, wanted map[types.NamespacedName]*serviceRules) (stale staleObjects, err error) {
+	existing, err := p.nft.ListAll(ctx)
+	if err != nil && !knftables.IsNotFound(err) {
+		return stale, fmt.Errorf("proxy: list table %s: %w", TableName, err)
+	}
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for cairn proxy")})
+	keep := map[string]bool{}
+	// Maps first: the fixed chains' rules refer to them.
+	for _, m := range baseMaps {
+		tx.Add(&m)
+		tx.Flush(&m)
+		keep[m.Name] = true
+	}
+	for _, c := range baseChains {
+		chain := &knftables.Chain{Name: c.name}
+		if c.typ != "" {
+			chain.Type = knftables.PtrTo(c.typ)
+			chain.Hook = knftables.PtrTo(c.hook)
+			chain.Priority = knftables.PtrTo(c.priority)
+		}
+		tx.Add(chain)
+		tx.Flush(chain)
+		keep[c.name] = true
+	}
+	// Rules after every fixed chain exists: they jump to one another.
+	for _, c := range baseChains {
+		for _, rule := range c.rules {
+			tx.Add(&knftables.Rule{Chain: c.name, Rule: rule})
+		}
+	}
+	for _, r := range wanted {
+		if r == nil {
+			continue
+		}
+		for name := range r.Chains {
+			keep[name] = true
+		}
+		for name := range r.Sets {
+			keep[name] = true
+		}
+	}
+	// Stale chains are emptied and deleted at the end of the transaction,
+	// once the Services' chains that jumped to them have been rewritten.
+	for _, name := range existing["chain"] {
+		if !keep[name] {
+			stale.chains = append(stale.chains, name)
+		}
+	}
+	for _, name := range existing["set"] {
+		if !keep[name] {
+			stale.sets = append(stale.sets, name)
+		}
+	}
+	return stale, nil
+}
+
+// staleObjects are the table's chains and sets no Service wants.
+type staleObjects struct {
+	chains, sets []string
+}
+
+func (s staleObjects) remove(tx *knftables.Transaction) {
+	for _, name := range s.chains {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	for _, name := range s.chains {
+		tx.Delete(&knftables.Chain{Name: name})
+	}
+	for _, name := range s.sets {
+		tx.Delete(&knftables.Set{Name: name})
+	}
+}
+
+func secondsDuration(s int32) time.Duration { return time.Duration(s) * time.Second }

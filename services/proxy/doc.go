@@ -1,0 +1,68 @@
+// Package proxy is cairn's kube-proxy: it programs a node's nftables from
+// Services and EndpointSlices, as kube-proxy's nftables mode (KEP-3866,
+// kube's pkg/proxy/nftables) does, through sigs.k8s.io/knftables, the
+// library kube-proxy uses.
+//
+// # The table
+//
+// Everything lives in one table, ip cairn-proxy, laid out as kube-proxy's
+// kube-proxy table:
+//
+//   - Base chains: nat-prerouting and nat-output (dstnat) jump to services;
+//     nat-postrouting (srcnat) jumps to masquerading; filter-input,
+//     filter-forward and filter-output (dstnat - 10, before any DNAT) send
+//     new connections through service-endpoints-check (and, for input,
+//     nodeport-endpoints-check).
+//   - services: "ip daddr . meta l4proto . th dport vmap @service-ips" and,
+//     for local addresses other than 127.0.0.0/8, "meta l4proto . th dport
+//     vmap @service-nodeports".
+//   - Per Service port (names are kube's: service-HASH-ns/name/proto/port,
+//     HASH 8 base32 characters of its SHA-256): a service- chain that marks
+//     for masquerade traffic from outside ClusterCIDR and picks an endpoint
+//     with "numgen random mod N vmap { 0 : goto endpoint-..., ... }", equal
+//     probability for each; one endpoint- chain per endpoint that marks
+//     hairpin traffic (a pod reaching itself) and DNATs; for NodePorts an
+//     external- chain that marks and goes to the service- chain.
+//   - Session affinity ClientIP: a dynamic set affinity-... with the
+//     Service's timeout; an endpoint chain adds the client's address, and
+//     the service chain sends a known client to its endpoint first.
+//   - A port without usable endpoints has no chains: its ClusterIP (and
+//     NodePort) is an element of no-endpoint-services (no-endpoint-nodeports)
+//     whose verdict is "goto reject-chain", so a connection is refused.
+//   - mark-for-masquerade sets mark 0x4000 (kube's --masquerade-bit 14);
+//     masquerading clears it and masquerades fully-random.
+//
+// Endpoints are chosen as kube-proxy does: the ready ones (an unset
+// condition counts as ready), or, when none is, the serving and terminating
+// ones; IPv4 slices only, matched to the Service port by name and protocol,
+// duplicates across slices counted once.
+//
+// # Updates
+//
+// A Proxier is told of Services and slices (SetService, SetEndpointSlice,
+// Delete...) and marks their Service dirty. Sync computes the rules of the
+// dirty Services only, compares them with what it programmed last, and
+// writes one transaction: map elements deleted or added where their verdict
+// changed, changed chains added, flushed and rewritten (endpoint chains
+// first), chains no longer wanted flushed and then deleted. An unchanged
+// Service is not in the transaction, so a sync's cost follows the change,
+// not the number of Services. The first Sync, and the one after a failure
+// or Resync, is full: it writes the fixed objects, empties the maps, writes
+// every Service, and deletes chains and sets of the table nobody wants; so a
+// restarted proxy takes over its predecessor's table in one atomic step,
+// with no moment where traffic is unproxied.
+//
+// # Not yet done
+//
+//   - The consumer side: a Proxy on consumer.Manager with caches of
+//     Services and EndpointSlices, Run(ctx) calling Sync (debounced), wired
+//     into the kubelet's process and a `cairn proxy` command, in the node's
+//     network namespace; metrics (sync latency histogram, rules programmed).
+//   - A test with the real nft in a network namespace the test creates
+//     (nftables is in ops/node-deps.sh), and traffic tests.
+//   - IPv6 (an ip6 table), LoadBalancer and externalIPs, externalTraffic-
+//     and internalTrafficPolicy Local, kube's firewall and cluster-ips
+//     checks, the nodeport-ips set for --nodeport-addresses, a change of an
+//     affinity timeout on a live set (the set is kept as first created).
+//   - The full-versus-incremental benchmark (go tool task bench:proxy).
+package proxy
