@@ -18,9 +18,11 @@ type baseChain struct {
 	rules    []string
 }
 
-// filterPriority is kube-proxy's: just before DNAT, so that a Service
-// without endpoints is rejected before anything rewrites its address.
-const filterPriority = knftables.BaseChainPriority("dstnat - 10")
+// filterPriority is kube-proxy's dstnat-10: just before DNAT, so that a
+// Service without endpoints is rejected before anything rewrites its
+// address. Numeric, because nft refuses the name dstnat in the input and
+// forward hooks.
+const filterPriority = knftables.BaseChainPriority("-110")
 
 // baseChains are kube-proxy's nftables-mode chains that do not depend on
 // any Service (its firewall and cluster-ips checks are not built yet).

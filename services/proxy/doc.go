@@ -23,9 +23,10 @@
 //     probability for each; one endpoint- chain per endpoint that marks
 //     hairpin traffic (a pod reaching itself) and DNATs; for NodePorts an
 //     external- chain that marks and goes to the service- chain.
-//   - Session affinity ClientIP: a dynamic set affinity-... with the
-//     Service's timeout; an endpoint chain adds the client's address, and
-//     the service chain sends a known client to its endpoint first.
+//   - Session affinity ClientIP: a dynamic set affinity-... per endpoint
+//     with the Service's timeout; the endpoint chain adds the client's
+//     address to its set, and the service chain sends a client found in an
+//     endpoint's set to that endpoint before balancing.
 //   - A port without usable endpoints has no chains: its ClusterIP (and
 //     NodePort) is an element of no-endpoint-services (no-endpoint-nodeports)
 //     whose verdict is "goto reject-chain", so a connection is refused.

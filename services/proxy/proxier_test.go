@@ -150,6 +150,8 @@ func epRules(ip string) []string {
 func TestRules(t *testing.T) {
 	masq := "ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade"
 	ep1, ep2, ep3 := epChain("svc1", "10.180.0.1"), epChain("svc1", "10.180.0.2"), epChain("svc1", "10.180.0.3")
+	aff1 := "affinity-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"
+	aff2 := "affinity-" + hashAndTruncate("ns1/svc1/tcp/p80__10.180.0.2/80")
 	tests := []struct {
 		name   string
 		svc    *v1.Service
@@ -218,18 +220,18 @@ func TestRules(t *testing.T) {
 			"no-endpoint-services: 172.30.0.41 . tcp . 80 : goto reject-chain",
 		}},
 	}, {
-		name:   "session affinity ClientIP",
+		name:   "session affinity ClientIP: a set per endpoint",
 		svc:    service("svc1", "172.30.0.41", clientIP),
 		slices: []*discovery.EndpointSlice{slice("svc1", "s1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "ready"})},
 		want: state{Chains: map[string][]string{
 			svc1Chain: {masq,
-				"ip saddr @affinity-ULMVA6XW-ns1/svc1/tcp/p80 goto " + ep1,
-				"ip saddr @affinity-ULMVA6XW-ns1/svc1/tcp/p80 goto " + ep2,
+				"ip saddr @" + aff1 + " goto " + ep1,
+				"ip saddr @" + aff2 + " goto " + ep2,
 				"numgen random mod 2 vmap { 0 : goto " + ep1 + " , 1 : goto " + ep2 + " }"},
-			ep1: {"ip saddr 10.180.0.1 jump mark-for-masquerade", "update @affinity-ULMVA6XW-ns1/svc1/tcp/p80 { ip saddr }", "meta l4proto tcp dnat to 10.180.0.1:80"},
-			ep2: {"ip saddr 10.180.0.2 jump mark-for-masquerade", "update @affinity-ULMVA6XW-ns1/svc1/tcp/p80 { ip saddr }", "meta l4proto tcp dnat to 10.180.0.2:80"},
+			ep1: {"ip saddr 10.180.0.1 jump mark-for-masquerade", "update @" + aff1 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.1:80"},
+			ep2: {"ip saddr 10.180.0.2 jump mark-for-masquerade", "update @" + aff2 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.2:80"},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain},
-			Sets: []string{"affinity-ULMVA6XW-ns1/svc1/tcp/p80"}},
+			Sets: []string{aff2, aff1}}, // sorted
 	}, {
 		name:   "headless: nothing",
 		svc:    service("svc1", v1.ClusterIPNone),

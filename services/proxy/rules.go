@@ -183,15 +183,13 @@ func buildPort(r *serviceRules, svc *v1.Service, port *v1.ServicePort, eps []end
 	}
 
 	svcChain := "service-" + hashAndTruncate(base)
-	affinity := ""
+	var affinity *knftables.Set
 	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
-		affinity = "affinity-" + hashAndTruncate(base)
 		timeout := int32(v1.DefaultClientIPServiceAffinitySeconds)
 		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
 			timeout = *c.ClientIP.TimeoutSeconds
 		}
-		r.Sets[affinity] = knftables.Set{
-			Name:    affinity,
+		affinity = &knftables.Set{
 			Type:    "ipv4_addr",
 			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
 			Timeout: knftables.PtrTo(secondsDuration(timeout)),
@@ -206,11 +204,16 @@ func buildPort(r *serviceRules, svc *v1.Service, port *v1.ServicePort, eps []end
 	var vmap []string
 	for i, ep := range eps {
 		// kube writes IP/port here: a colon would read as IPv6.
-		epChain := "endpoint-" + hashAndTruncate(base+"__"+ep.IP+"/"+strconv.Itoa(int(ep.Port)))
+		epBase := base + "__" + ep.IP + "/" + strconv.Itoa(int(ep.Port))
+		epChain := "endpoint-" + hashAndTruncate(epBase)
 		epRules := []string{knftables.Concat("ip saddr", ep.IP, "jump", markMasqChain)} // hairpin
-		if affinity != "" {
-			epRules = append(epRules, knftables.Concat("update", "@"+affinity, "{ ip saddr }"))
-			svcRules = append(svcRules, knftables.Concat("ip saddr", "@"+affinity, "goto", epChain))
+		if affinity != nil {
+			// One set per endpoint: the clients it served recently.
+			set := *affinity
+			set.Name = "affinity-" + hashAndTruncate(epBase)
+			r.Sets[set.Name] = set
+			epRules = append(epRules, knftables.Concat("update", "@"+set.Name, "{ ip saddr }"))
+			svcRules = append(svcRules, knftables.Concat("ip saddr", "@"+set.Name, "goto", epChain))
 		}
 		epRules = append(epRules, knftables.Concat("meta l4proto", proto, "dnat to", ep.String()))
 		r.Chains[epChain] = epRules
