@@ -33,7 +33,11 @@ var baseChains = []baseChain{
 		knftables.Concat("mark set mark xor", masqueradeMark),
 		"masquerade fully-random",
 	}},
-	{name: rejectChain, rules: []string{"reject"}},
+	// kube's reject-chain is a bare reject (ICMP port unreachable). An ICMP
+	// error for a connection the node itself opened is not delivered (the
+	// reject happens in the output hook), so the client waits for its
+	// timeout; a TCP reset refuses it at once, as it does for a pod.
+	{name: rejectChain, rules: []string{"meta l4proto tcp reject with tcp reset", "reject"}},
 	{name: endpointsCheckChain, rules: []string{
 		knftables.Concat("ip daddr . meta l4proto . th dport vmap", "@"+noEndpointServicesMap),
 	}},

@@ -30,6 +30,9 @@
 //   - A port without usable endpoints has no chains: its ClusterIP (and
 //     NodePort) is an element of no-endpoint-services (no-endpoint-nodeports)
 //     whose verdict is "goto reject-chain", so a connection is refused.
+//     Unlike kube's bare reject, TCP is refused with a reset: the ICMP error
+//     of a reject in the output hook never reaches a client on the node
+//     itself (TestTraffic saw it wait for its timeout).
 //   - mark-for-masquerade sets mark 0x4000 (kube's --masquerade-bit 14);
 //     masquerading clears it and masquerades fully-random.
 //

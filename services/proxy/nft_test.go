@@ -17,44 +17,49 @@ import (
 const inNetNSEnv = "CAIRN_PROXY_TEST_PARENT_NETNS"
 
 // TestRealNFT programs the table with the real nft, in a network namespace
-// of its own: it re-executes this test binary under `unshare --net`, so
-// the host's nftables are never touched, and nothing leaves the namespace
-// when the test ends (the namespace dies with the process).
-func TestRealNFT(t *testing.T) {
+// of its own (see inOwnNetNS), and reads it back with nft list table.
+func TestRealNFT(t *testing.T) { inOwnNetNS(t, "TestRealNFT", realNFT) }
+
+// inOwnNetNS runs child in a fresh network namespace: it re-executes this
+// test binary (only the test named) under `unshare --net`, so the host's
+// nftables and network are never touched, and nothing is left when the
+// test ends (the namespace dies with the process). Skipped without root,
+// unshare or nft.
+func inOwnNetNS(t *testing.T, name string, child func(t *testing.T)) {
 	if parent := os.Getenv(inNetNSEnv); parent != "" {
-		realNFT(t, parent)
+		self, err := os.Readlink("/proc/self/ns/net")
+		if err != nil || self == parent {
+			t.Fatalf("refusing to program nftables: not in a network namespace of our own (%s, parent's %s, %v)", self, parent, err)
+		}
+		child(t)
 		return
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and nftables")
 	}
-	for _, tool := range []string{"unshare", "nft"} {
+	for _, tool := range []string{"unshare", "nft", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (ops/node-deps.sh installs nftables): %v", tool, err)
+			t.Skipf("%s not installed (ops/node-deps.sh installs nftables and iproute2): %v", tool, err)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), "unshare", "--net", "--", os.Args[0], "-test.run=^TestRealNFT$", "-test.v", "-test.count=1")
 	parent, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd := exec.CommandContext(t.Context(), "unshare", "--net", "--", os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), inNetNSEnv+"="+parent)
 	out, err := cmd.CombinedOutput()
 	t.Logf("in the namespace:\n%s", out)
 	if err != nil {
 		t.Fatalf("test in a network namespace: %v", err)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestRealNFT") {
+	if !strings.Contains(string(out), "--- PASS: "+name) {
 		t.Fatalf("the test did not pass in the namespace")
 	}
 }
 
 // realNFT runs inside the namespace.
-func realNFT(t *testing.T, parent string) {
-	self, err := os.Readlink("/proc/self/ns/net")
-	if err != nil || self == parent {
-		t.Fatalf("refusing to program nftables: not in a network namespace of our own (%s, parent's %s, %v)", self, parent, err)
-	}
+func realNFT(t *testing.T) {
 	ctx := context.Background()
 	nft, err := knftables.New(knftables.IPv4Family, TableName)
 	if err != nil {
