@@ -56,17 +56,38 @@
 // restarted proxy takes over its predecessor's table in one atomic step,
 // with no moment where traffic is unproxied.
 //
+// # Following the log
+//
+// NewProxy registers on a consumer.Manager the caches of Services and
+// EndpointSlices (shared with any other consumer of the process) and a
+// Proxy whose Run waits for both, programs the table in full, then syncs
+// after each change, at most once per MinSyncPeriod; a failed Sync is
+// retried in full after RetryPeriod (TestProxyFollowsTheLog).
+//
+// # Cost
+//
+// TestSyncCost (CAIRN_PROXY_COST=1000,10000, real nft 1.0.6 in its own
+// network namespace, on the shared 2-core machine) measured: 1,000
+// Services x 10 endpoints programmed in 1.3s, one slice change p50 46ms /
+// p99 92ms, a full rewrite 3.4s; 10,000 Services: 2m17s, p50 791ms / p99
+// 2.8s, full rewrite 4m58s. The transaction of a change is the same size
+// at any N, but its cost still grows with the table: nft builds a cache of
+// the table's chains and sets before it applies a transaction. Finding
+// what in it is O(table) (and whether knftables' netlink listing or
+// fewer "add chain" for chains that exist avoids it) is open.
+//
 // # Not yet done
 //
-//   - The consumer side: a Proxy on consumer.Manager with caches of
-//     Services and EndpointSlices, Run(ctx) calling Sync (debounced), wired
-//     into the kubelet's process and a `cairn proxy` command, in the node's
-//     network namespace; metrics (sync latency histogram, rules programmed).
-//   - A test with the real nft in a network namespace the test creates
-//     (nftables is in ops/node-deps.sh), and traffic tests.
+//   - Wiring: a Proxy in the kubelet's process (cairn up, cairn kubelet)
+//     and a `cairn proxy` command, in the node's network namespace, reading
+//     only Services and EndpointSlices (a subject filter); metrics (sync
+//     latency histogram, rules programmed).
+//   - Traffic tests from a pod (the forward hook) and NodePort traffic;
+//     TestTraffic covers a client in the namespace itself (output hook).
 //   - IPv6 (an ip6 table), LoadBalancer and externalIPs, externalTraffic-
 //     and internalTrafficPolicy Local, kube's firewall and cluster-ips
 //     checks, the nodeport-ips set for --nodeport-addresses, a change of an
 //     affinity timeout on a live set (the set is kept as first created).
-//   - The full-versus-incremental benchmark (go tool task bench:proxy).
+//   - go tool task bench:proxy around TestSyncCost, and the incremental
+//     cost that still grows with the table (above).
 package proxy
