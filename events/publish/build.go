@@ -28,6 +28,16 @@ type outMsg struct {
 	metaTime time.Time
 }
 
+// nextRevision splits etcd changes, in revision order, into the revision
+// of the first, the changes of that revision, and the rest.
+func nextRevision(evs []*clientv3.Event) (rev events.Revision, first, rest []*clientv3.Event) {
+	n := 1
+	for n < len(evs) && evs[n].Kv.ModRevision == evs[0].Kv.ModRevision {
+		n++
+	}
+	return events.Revision(evs[0].Kv.ModRevision), evs[:n], evs[n:]
+}
+
 // buildRevision turns the etcd changes of one revision into its events, in
 // the order of the transaction's operations. The result depends only on the
 // changes (except ids and times of foreign writes), so a publisher that

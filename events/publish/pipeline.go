@@ -92,19 +92,15 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last e
 		// etcd never splits the changes of one revision across responses.
 		evs := resp.Events
 		for len(evs) > 0 {
-			rev := evs[0].Kv.ModRevision
-			n := 1
-			for n < len(evs) && evs[n].Kv.ModRevision == rev {
-				n++
-			}
-			if err := p.fillPrev(ctx, evs[:n]); err != nil {
+			rev, one, rest := nextRevision(evs)
+			evs = rest
+			if err := p.fillPrev(ctx, one); err != nil {
 				return 0, err
 			}
-			msgs, err := buildRevision(events.Revision(rev), evs[:n])
+			msgs, err := buildRevision(rev, one)
 			if err != nil {
 				return 0, err
 			}
-			evs = evs[n:]
 			for _, m := range msgs {
 				if !last.Less(m.pos) {
 					continue

@@ -353,23 +353,19 @@ func readHistory(ctx context.Context, cli *clientv3.Client, head events.Revision
 			}
 			evs := resp.Events
 			for len(evs) > 0 {
-				rev := evs[0].Kv.ModRevision
-				n := 1
-				for n < len(evs) && evs[n].Kv.ModRevision == rev {
-					n++
-				}
-				if events.Revision(rev) <= head {
-					msgs, berr := buildRevision(events.Revision(rev), evs[:n])
+				rev, one, rest := nextRevision(evs)
+				evs = rest
+				if rev <= head {
+					msgs, berr := buildRevision(rev, one)
 					if berr != nil {
 						err = berr
 						break
 					}
 					out = append(out, msgs...)
 				}
-				if events.Revision(rev) >= head {
+				if rev >= head {
 					done = true
 				}
-				evs = evs[n:]
 			}
 			if done || err != nil {
 				break
