@@ -93,7 +93,7 @@ func testWorkloads(t *testing.T, c *cluster) {
 		want string
 	}{
 		{[]string{"create", "job", "pi", "--image=busybox:1.36", "--", "true"}, "job.batch/pi created"},
-		{[]string{"create", "cronjob", "nightly", "--image=busybox:1.36", "--schedule=*/5 * * * *", "--", "true"}, "cronjob.batch/nightly created"},
+		{[]string{"create", "cronjob", "nightly", "--image=busybox:1.36", "--schedule=0 3 1 1 *", "--", "true"}, "cronjob.batch/nightly created"},
 		{[]string{"create", "job", "manual", "--from=cronjob/nightly"}, "job.batch/manual created"},
 	} {
 		if got := strings.TrimSpace(c.OK(t, tt.args...)); got != tt.want {
@@ -127,7 +127,7 @@ func testWorkloads(t *testing.T, c *cluster) {
 		want []string
 	}{
 		{[]string{"describe", "job", "pi"}, []string{"Name:", "pi", "Parallelism:", "Completions:", "Completion Mode:  NonIndexed", "Pods Statuses:", "batch.kubernetes.io/controller-uid="}},
-		{[]string{"describe", "cj", "nightly"}, []string{"Schedule:", "*/5 * * * *", "Concurrency Policy:", "Allow", "Suspend:", "False"}},
+		{[]string{"describe", "cj", "nightly"}, []string{"Schedule:", "0 3 1 1 *", "Concurrency Policy:", "Allow", "Suspend:", "False"}},
 		{[]string{"describe", "ds", "agent"}, []string{"Selector:", "app=agent", "Node-Selector:", "disk=ssd", "Desired Number of Nodes Scheduled: 0"}},
 		{[]string{"describe", "sts", "db"}, []string{"Selector:", "app=db", "Replicas:", "Update Strategy:", "RollingUpdate", "busybox:1.37"}},
 	} {
@@ -156,7 +156,7 @@ func testWorkloads(t *testing.T, c *cluster) {
 	wantRow(t, rows, "manual", "Running", "0/1")
 	wantRow(t, rows, "pi", "Running", "0/1")
 	rows = wantHeader(t, c.OK(t, "get", "cj"), "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE")
-	wantRow(t, rows, "nightly", "*/5", "*", "*", "*", "*", "<none>", "False", "0", "<none>")
+	wantRow(t, rows, "nightly", "0", "3", "1", "1", "*", "<none>", "False", "0", "<none>")
 	rows = wantHeader(t, c.OK(t, "get", "ds", "-o", "wide"), "NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE",
 		"NODE", "SELECTOR", "AGE", "CONTAINERS", "IMAGES", "SELECTOR")
 	if len(rows) != 1 || rows[0][0] != "agent" || rows[0][6] != "disk=ssd" || rows[0][len(rows[0])-1] != "app=agent" {
