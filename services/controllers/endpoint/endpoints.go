@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,13 +57,8 @@ type EndpointsController struct {
 	ctrl      *consumer.Controller
 	recorder  *eventrecord.Recorder
 	trigger   *endpointsliceutil.TriggerTimeTracker
-	// unwritten holds, per Service key, the trigger time of changes the
-	// tracker has handed out but no write has carried yet (the sync
-	// failed or met a stale cache): the tracker reports each change once,
-	// and the retry must still carry it.
-	unwrittenMu sync.Mutex
-	unwritten   map[string]time.Time
-	stale       *staleTracker
+	unwritten *unwrittenTriggers
+	stale     *staleTracker
 }
 
 // NewEndpoints builds the Endpoints controller on m.
@@ -73,7 +67,7 @@ func NewEndpoints(m *consumer.Manager, opts EndpointsOptions) (*EndpointsControl
 		opts.Workers = 5
 	}
 	c := &EndpointsController{log: m.Log().With("controller", EndpointsName), client: m.Client(),
-		trigger: endpointsliceutil.NewTriggerTimeTracker(), unwritten: map[string]time.Time{}, stale: newStaleTracker()}
+		trigger: endpointsliceutil.NewTriggerTimeTracker(), unwritten: newUnwrittenTriggers(), stale: newStaleTracker()}
 	var err error
 	if c.recorder, err = eventrecord.ForManager(m, eventrecord.Config{Component: EndpointsComponent, Log: c.log}, opts.EventQPS, opts.EventBurst); err != nil {
 		return nil, fmt.Errorf("endpoints: new: %w", err)
@@ -118,6 +112,7 @@ func (c *EndpointsController) Reconcile(ctx context.Context, req consumer.Reques
 			return consumer.Result{}, fmt.Errorf("endpoints: delete %s: %w", req.Key, err)
 		}
 		c.trigger.DeleteService(ns, name)
+		c.unwritten.forget(req.Key)
 		c.stale.forget(req.Key)
 		return consumer.Result{}, nil
 	}
@@ -131,10 +126,10 @@ func (c *EndpointsController) Reconcile(ctx context.Context, req consumer.Reques
 	if !synced {
 		return consumer.Result{RequeueAfter: notSyncedRetry}, nil
 	}
-	trigger := c.triggerTime(req.Key, c.trigger.ComputeEndpointLastChangeTriggerTime(ns, svc, pods))
+	trigger := c.unwritten.triggerTime(req.Key, c.trigger.ComputeEndpointLastChangeTriggerTime(ns, svc, pods))
 	subsets := desiredSubsets(svc, pods)
 	written := false
-	defer func() { c.settle(req.Key, trigger, written) }()
+	defer func() { c.unwritten.settle(req.Key, trigger, written) }()
 
 	current, ok := c.endpoints.Get(ns, name)
 	if !ok {
@@ -171,29 +166,6 @@ func (c *EndpointsController) Reconcile(ctx context.Context, req consumer.Reques
 		c.stale.mark(req.Key, current.ResourceVersion)
 	}
 	return consumer.Result{}, nil
-}
-
-// triggerTime is the earlier of computed and the trigger time a failed
-// sync of key left unwritten.
-func (c *EndpointsController) triggerTime(key string, computed time.Time) time.Time {
-	c.unwrittenMu.Lock()
-	defer c.unwrittenMu.Unlock()
-	if t, ok := c.unwritten[key]; ok && (computed.IsZero() || t.Before(computed)) {
-		return t
-	}
-	return computed
-}
-
-// settle forgets key's unwritten trigger time once a sync wrote (or found
-// nothing to write), and keeps trigger for the retry otherwise.
-func (c *EndpointsController) settle(key string, trigger time.Time, written bool) {
-	c.unwrittenMu.Lock()
-	defer c.unwrittenMu.Unlock()
-	if written || trigger.IsZero() {
-		delete(c.unwritten, key)
-		return
-	}
-	c.unwritten[key] = trigger
 }
 
 // leaderAnnotation marks the Endpoints of an old-style leader election,

@@ -76,6 +76,9 @@ type SliceController struct {
 	// time annotation.
 	tracker *endpointsliceutil.EndpointSliceTracker
 	trigger *endpointsliceutil.TriggerTimeTracker
+	// unwritten keeps the trigger time of a failed reconcile for its
+	// retry.
+	unwritten *unwrittenTriggers
 }
 
 // NewSlices builds the EndpointSlice controller on m.
@@ -87,7 +90,7 @@ func NewSlices(m *consumer.Manager, opts SliceOptions) (*SliceController, error)
 		opts.MaxEndpointsPerSlice = DefaultMaxEndpointsPerSlice
 	}
 	c := &SliceController{log: m.Log().With("controller", SliceName), client: m.Client(), max: opts.MaxEndpointsPerSlice,
-		tracker: endpointsliceutil.NewEndpointSliceTracker(), trigger: endpointsliceutil.NewTriggerTimeTracker()}
+		tracker: endpointsliceutil.NewEndpointSliceTracker(), trigger: endpointsliceutil.NewTriggerTimeTracker(), unwritten: newUnwrittenTriggers()}
 	var err error
 	if c.recorder, err = eventrecord.ForManager(m, eventrecord.Config{Component: SliceComponent, Log: c.log}, opts.EventQPS, opts.EventBurst); err != nil {
 		return nil, fmt.Errorf("endpointslice: new: %w", err)
@@ -188,6 +191,7 @@ func (c *SliceController) Reconcile(ctx context.Context, req consumer.Request) (
 	svc, ok := c.services.Get(ns, name)
 	if !ok {
 		c.trigger.DeleteService(ns, name)
+		c.unwritten.forget(req.Key)
 		c.tracker.DeleteService(ns, name)
 		return consumer.Result{}, nil
 	}
@@ -210,10 +214,12 @@ func (c *SliceController) Reconcile(ctx context.Context, req consumer.Request) (
 	if c.tracker.StaleSlices(svc, slices) {
 		return consumer.Result{}, fmt.Errorf("endpointslice: %s: %w", req.Key, errStale)
 	}
-	trigger := c.trigger.ComputeEndpointLastChangeTriggerTime(ns, svc, pods)
+	trigger := c.unwritten.triggerTime(req.Key, c.trigger.ComputeEndpointLastChangeTriggerTime(ns, svc, pods))
 	rec := causalRecorder{c.recorder, ctx}
 	r := endpointslicerec.NewReconciler(causalClient{c.client, ctx}, c.nodes, c.max, c.tracker, nil, rec, ManagedBy)
-	if err := r.Reconcile(logr.FromSlogHandler(c.log.Handler()), svc, pods, slices, trigger); err != nil {
+	err = r.Reconcile(logr.FromSlogHandler(c.log.Handler()), svc, pods, slices, trigger)
+	c.unwritten.settle(req.Key, trigger, err == nil)
+	if err != nil {
 		rec.Eventf(svc, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices",
 			"Error updating Endpoint Slices for Service %s/%s: %v", ns, name, err)
 		return consumer.Result{}, fmt.Errorf("endpointslice: %s: %w", req.Key, err)
