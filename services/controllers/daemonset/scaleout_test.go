@@ -104,3 +104,65 @@ func runSharded(t *testing.T, env *controlplanetest.Env, id string) (stop func()
 	t.Cleanup(stop)
 	return stop
 }
+
+// TestCausation follows the log: the revision and the pods a new
+// DaemonSet gets carry its create's event id as causation and correlation,
+// and pods made for a node added later are caused by that node's event.
+func TestCausation(t *testing.T) {
+	const ns = "cause"
+	env := start(t, ns)
+	createNode(t, env, "n1")
+	from := events.Revision(controlplanetest.WaitForLog(t, env))
+	ds := createDS(t, env, newDS(ns, "web"))
+	waitNodes(t, env, ds, "n1")
+	node := createNode(t, env, "n2")
+	waitNodes(t, env, ds, "n1", "n2")
+
+	controlplanetest.WaitForLog(t, env)
+	byID := map[string]*events.Event{}
+	var dsCreated, nodeCreated *events.Event
+	var created []*events.Event
+	for _, r := range []events.TailOptions{
+		{Group: "apps", Resource: "daemonsets", Namespace: ns, FromRevision: from},
+		{Resource: "nodes", FromRevision: from},
+		{Group: "apps", Resource: "controllerrevisions", Namespace: ns, FromRevision: from},
+		{Resource: "pods", Namespace: ns, FromRevision: from},
+	} {
+		err := events.Tail(context.Background(), env.JS, r, func(ev *events.Event) error {
+			byID[ev.ID] = ev
+			switch {
+			case ev.Type != events.Added:
+			case ev.Resource == "daemonsets":
+				dsCreated = ev
+			case ev.Resource == "nodes" && ev.Name == node.Name:
+				nodeCreated = ev
+			case ev.Resource == "pods", ev.Resource == "controllerrevisions":
+				created = append(created, ev)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dsCreated == nil || nodeCreated == nil || len(created) != 3 {
+		t.Fatalf("on the log: daemonset %v, node %v, %d pods and revisions created (want 3)", dsCreated != nil, nodeCreated != nil, len(created))
+	}
+	for _, ev := range created {
+		want := dsCreated
+		if ev.Resource == "pods" {
+			var pod corev1.Pod
+			if err := json.Unmarshal(ev.Object, &pod); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := targetNode(&pod); n == node.Name {
+				want = nodeCreated
+			}
+		}
+		if ev.CausationID != want.ID || ev.CorrelationID != want.ID {
+			cause := byID[ev.CausationID]
+			t.Errorf("%s %s created with causation %q (%v) correlation %q, want %q (the %s's create)",
+				ev.Resource, ev.Name, ev.CausationID, cause, ev.CorrelationID, want.ID, want.Resource)
+		}
+	}
+}
