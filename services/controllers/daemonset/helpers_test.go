@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
@@ -32,6 +33,14 @@ const wait = 45 * time.Second
 // creates namespace ns.
 func start(t *testing.T, ns string) *controlplanetest.Env {
 	t.Helper()
+	env, _ := startManager(t, ns)
+	return env
+}
+
+// startManager is start, and also returns the manager, for tests that
+// must wait until its caches have applied the log.
+func startManager(t *testing.T, ns string) (*controlplanetest.Env, *consumer.Manager) {
+	t.Helper()
 	env := controlplanetest.Start(t)
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("DS_TEST_LOG"), nil)
 	if _, err := New(m, Options{}); err != nil {
@@ -44,7 +53,7 @@ func start(t *testing.T, ns string) *controlplanetest.Env {
 	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return env
+	return env, m
 }
 
 func newDS(ns, name string) *appsv1.DaemonSet {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -110,11 +111,21 @@ func runSharded(t *testing.T, env *controlplanetest.Env, id string) (stop func()
 // and pods made for a node added later are caused by that node's event.
 func TestCausation(t *testing.T) {
 	const ns = "cause"
-	env := start(t, ns)
+	env, m := startManager(t, ns)
 	createNode(t, env, "n1")
 	from := events.Revision(controlplanetest.WaitForLog(t, env))
 	ds := createDS(t, env, newDS(ns, "web"))
 	waitNodes(t, env, ds, "n1")
+	waitStatus(t, env, ds, "settled", func(s appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 1 && s.CurrentNumberScheduled == 1 })
+	// Once the controller has seen its own writes, the node's event is
+	// the last one to queue the DaemonSet (a queued key keeps the cause
+	// that queued it last).
+	controlplanetest.WaitForLog(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := m.WaitForLog(ctx); err != nil {
+		t.Fatal(err)
+	}
 	node := createNode(t, env, "n2")
 	waitNodes(t, env, ds, "n1", "n2")
 
@@ -160,8 +171,11 @@ func TestCausation(t *testing.T) {
 			}
 		}
 		if ev.CausationID != want.ID || ev.CorrelationID != want.ID {
-			cause := byID[ev.CausationID]
-			t.Errorf("%s %s created with causation %q (%v) correlation %q, want %q (the %s's create)",
+			cause := "unknown"
+			if c := byID[ev.CausationID]; c != nil {
+				cause = string(c.Type) + " " + c.Resource + "/" + c.Name + " by " + c.Verb
+			}
+			t.Errorf("%s %s created with causation %q (%s) correlation %q, want %q (the %s's create)",
 				ev.Resource, ev.Name, ev.CausationID, cause, ev.CorrelationID, want.ID, want.Resource)
 		}
 	}
