@@ -116,7 +116,9 @@ func TestCausation(t *testing.T) {
 	from := events.Revision(controlplanetest.WaitForLog(t, env))
 	ds := createDS(t, env, newDS(ns, "web"))
 	waitNodes(t, env, ds, "n1")
-	waitStatus(t, env, ds, "settled", func(s appsv1.DaemonSetStatus) bool { return s.DesiredNumberScheduled == 1 && s.CurrentNumberScheduled == 1 })
+	waitStatus(t, env, ds, "settled", func(s appsv1.DaemonSetStatus) bool {
+		return s.DesiredNumberScheduled == 1 && s.CurrentNumberScheduled == 1
+	})
 	// Once the controller has seen its own writes, the node's event is
 	// the last one to queue the DaemonSet (a queued key keeps the cause
 	// that queued it last).
