@@ -7,7 +7,9 @@
 // scaling, crash-loop back-off, and clean-up down to the last container,
 // sandbox and network namespace. TestPortableBinary runs a copy of the
 // binary outside the checkout, in an empty directory with no Go toolchain
-// on PATH, to Ready pods and a stop that leaves no process behind. It needs
+// on PATH, to Ready pods and a stop that leaves no process behind.
+// TestE2EDaemonSet has a DaemonSet's pod placed on the node by the
+// scheduler, run in containerd and rolled by a template change. It needs
 // root, containerd, runc, the CNI plugins (ops/node-deps.sh) and
 // /usr/bin/kubectl, and skips otherwise.
 //

@@ -29,6 +29,11 @@
 // progress deadline, and delete with each cascade mode (background,
 // foreground, orphan).
 //
+// TestKubectlDaemonSet runs a `cairn up` with three hollow nodes (`cairn
+// kubelet --runtime hollow`) and drives a DaemonSet through apply, rollout
+// status, get ds, set image, rollout history, undo and restart, invalid
+// specs (422) and delete.
+//
 // The tests are skipped when kubectl is not installed or with -short. Run
 // them with
 //

@@ -1,5 +1,5 @@
 // Package manager runs cairn's controllers as one service, the
-// controller-manager: replicaset, deployment, garbage collector,
+// controller-manager: replicaset, deployment, daemonset, garbage collector,
 // namespace, node IPAM, disruption, job, TTL-after-finished, cronjob and
 // node lifecycle controllers, each a
 // consumer of the log that writes back through the apiserver. They run on

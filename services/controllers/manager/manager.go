@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
+	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
@@ -80,6 +81,7 @@ type mgr = *consumer.Manager
 var Controllers = []controller{
 	{"replicaset", func(m mgr, c Config) error { return ok(replicaset.New(m, replicaset.Options{Workers: c.Workers})) }},
 	{"deployment", func(m mgr, c Config) error { return ok(deployment.New(m, deployment.Options{Workers: c.Workers})) }},
+	{"daemonset", func(m mgr, c Config) error { return ok(daemonset.New(m, daemonset.Options{Workers: c.Workers})) }},
 	{"garbagecollector", func(m mgr, c Config) error { return ok(gc.New(m, gc.Options{Workers: c.Workers})) }},
 	{"namespace", func(m mgr, c Config) error { return ok(namespace.New(m, namespace.Options{Workers: c.Workers})) }},
 	{"nodeipam", func(m mgr, c Config) error { return ok(nodeipam.New(m, nodeipam.Options{ClusterCIDR: c.ClusterCIDR})) }},

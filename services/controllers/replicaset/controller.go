@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/podcontrol"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
@@ -63,7 +64,7 @@ type Controller struct {
 	rsets  *consumer.Cache[*appsv1.ReplicaSet]
 	pods   *consumer.Cache[*corev1.Pod]
 	ctrl   *consumer.Controller
-	expect *expectations
+	expect *podcontrol.Expectations
 	// recorder writes the Events of pod creates and deletes.
 	recorder *eventrecord.Recorder
 }
@@ -97,7 +98,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		client:   m.Client(),
 		rsets:    rsets,
 		pods:     pods,
-		expect:   newExpectations(opts.Clock, ExpectationsTimeout),
+		expect:   podcontrol.NewExpectations(opts.Clock, ExpectationsTimeout),
 		recorder: recorder,
 	}
 	c.ctrl, err = m.NewController(consumer.ControllerConfig{
@@ -127,7 +128,7 @@ func (c *Controller) enqueue(rs *appsv1.ReplicaSet, ev *events.Event) {
 
 func (c *Controller) onReplicaSetDelete(rs *appsv1.ReplicaSet, ev *events.Event) {
 	key := consumer.KeyOf(rs)
-	c.expect.forget(key)
+	c.expect.Forget(key)
 	c.ctrl.Enqueue(key, ev)
 }
 
@@ -152,7 +153,7 @@ func (c *Controller) onPodAdd(pod *corev1.Pod, ev *events.Event) {
 		return
 	}
 	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.creationObserved(key, ref.UID)
+		c.expect.CreationObserved(key, ref.UID)
 		c.ctrl.Enqueue(key, ev)
 		return
 	}
@@ -197,7 +198,7 @@ func (c *Controller) onPodUpdate(old, pod *corev1.Pod, ev *events.Event) {
 
 func (c *Controller) onPodDelete(pod *corev1.Pod, ev *events.Event) {
 	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.deletionObserved(key, ref.UID, pod.UID)
+		c.expect.DeletionObserved(key, ref.UID, pod.UID)
 		c.ctrl.Enqueue(key, ev)
 	}
 }

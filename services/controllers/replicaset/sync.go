@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/podcontrol"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
@@ -26,7 +27,7 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 	ns, name := req.NamespaceName()
 	rs, ok := c.rsets.Get(ns, name)
 	if !ok {
-		c.expect.forget(req.Key)
+		c.expect.Forget(req.Key)
 		return consumer.Result{}, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
@@ -36,7 +37,7 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 	}
 	// Check expectations before reading the pods: pods seen after the
 	// check are at least as new as the expectations say.
-	satisfied, expireIn := c.expect.satisfied(req.Key)
+	satisfied, expireIn := c.expect.Satisfied(req.Key)
 
 	pods, err := c.claimPods(ctx, rs, sel)
 	if err != nil {
@@ -82,12 +83,12 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 	switch {
 	case diff < 0:
 		n := min(-diff, burstReplicas)
-		c.expect.expect(key, rs.UID, n, nil)
+		c.expect.Expect(key, rs.UID, n, nil)
 		log.Debug("creating pods", "count", n, "want", want, "active", len(active))
-		created, err := slowStart(n, 1, func() error { return c.createPod(ctx, rs) })
+		created, err := podcontrol.SlowStart(n, 1, func() error { return c.createPod(ctx, rs) })
 		// Pods not created will never be observed.
 		for range n - created {
-			c.expect.creationObserved(key, rs.UID)
+			c.expect.CreationObserved(key, rs.UID)
 		}
 		if err != nil {
 			return fmt.Errorf("replicaset: %s: create pods: %w", key, err)
@@ -99,7 +100,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		for i, p := range victims {
 			uids[i] = p.UID
 		}
-		c.expect.expect(key, rs.UID, 0, uids)
+		c.expect.Expect(key, rs.UID, 0, uids)
 		log.Debug("deleting pods", "count", n, "want", want, "active", len(active))
 		var (
 			wg   sync.WaitGroup
@@ -115,7 +116,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 				}
 				// The pod will not go (error), or went already (NotFound:
 				// its DELETED event may be seen or not).
-				c.expect.deletionObserved(key, rs.UID, p.UID)
+				c.expect.DeletionObserved(key, rs.UID, p.UID)
 				if apierrors.IsNotFound(err) {
 					return
 				}
@@ -131,41 +132,6 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		}
 	}
 	return nil
-}
-
-// slowStart calls fn count times in batches of 1, 2, 4, ... (starting at
-// initial), the calls of a batch in parallel, and stops after the first
-// batch with a failure, so that a systematic error (quota, admission) costs
-// one call, not count. It returns the number of successful calls and the
-// errors of the failing batch (kube's slowStartBatch).
-func slowStart(count, initial int, fn func() error) (int, error) {
-	done := 0
-	for batch := min(count, initial); batch > 0; batch = min(2*batch, count-done) {
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			ok   int
-			errs []error
-		)
-		for range batch {
-			wg.Go(func() {
-				err := fn()
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				ok++
-			})
-		}
-		wg.Wait()
-		done += ok
-		if len(errs) > 0 {
-			return done, errors.Join(errs...)
-		}
-	}
-	return done, nil
 }
 
 // createPod creates one pod from rs's template.
