@@ -38,6 +38,26 @@ type Proxier struct {
 	// programmed is what the table holds for each Service, as of the
 	// last successful Sync. Nil until the first (full) Sync.
 	programmed map[types.NamespacedName]*serviceRules
+	// counts is what programmed holds, summed over every Service.
+	counts Counts
+}
+
+// Counts are the objects the Services put in the table (the fixed chains
+// and maps not included).
+type Counts struct {
+	Chains, Rules, Sets, Elements int
+}
+
+func (c *Counts) add(r *serviceRules, sign int) {
+	if r == nil {
+		return
+	}
+	c.Chains += sign * len(r.Chains)
+	for _, rules := range r.Chains {
+		c.Rules += sign * len(rules)
+	}
+	c.Sets += sign * len(r.Sets)
+	c.Elements += sign * len(r.Elements)
 }
 
 // New returns a Proxier that programs nft, which must be an interface on
@@ -111,6 +131,8 @@ type SyncResult struct {
 	Services int // Services whose rules were (re)computed
 	Ops      int // operations in the transaction, 0 when nothing changed
 	Duration time.Duration
+	// Programmed is what the table holds after the Sync.
+	Programmed Counts
 }
 
 // Sync programs the pending changes in one nftables transaction. The first
@@ -189,8 +211,11 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	}
 	if full {
 		p.programmed = map[types.NamespacedName]*serviceRules{}
+		p.counts = Counts{}
 	}
 	for key, r := range wanted {
+		p.counts.add(p.programmed[key], -1)
+		p.counts.add(r, 1)
 		if r == nil {
 			delete(p.programmed, key)
 		} else {
@@ -198,6 +223,7 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 	res.Duration = time.Since(start)
+	res.Programmed = p.counts
 	return res, nil
 }
 
