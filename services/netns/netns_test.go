@@ -5,41 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// newNS creates a named network namespace for the test (ip netns add) with
-// its loopback up, and deletes it at cleanup. Skipped without root or ip.
-func newNS(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("ip (iproute2) not installed: %v", err)
-	}
-	name := fmt.Sprintf("cairn-netns-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete: %v: %s", err, out)
-		}
-	})
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v: %s", err, out)
-	}
-	return filepath.Join("/run/netns", name)
-}
+	"github.com/cairn-dev/cairn/services/netns/netnstest"
+)
 
 func nsID(t *testing.T, path string) string {
 	t.Helper()
@@ -80,7 +54,7 @@ func read(t *testing.T, c net.Conn) string {
 // and in the namespace (possible only because they are different stacks)
 // and checks each side's dial reaches its own listener.
 func TestListenAndDial(t *testing.T) {
-	ns := newNS(t)
+	ns := netnstest.New(t)
 	host, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +91,7 @@ func TestListenAndDial(t *testing.T) {
 // TestDoRestoresThread checks fn runs in the namespace and that, after
 // many concurrent calls, no goroutine of the caller is left in it.
 func TestDoRestoresThread(t *testing.T) {
-	ns := newNS(t)
+	ns := netnstest.New(t)
 	want, self := nsID(t, ns), nsID(t, "/proc/self/ns/net")
 	if want == self {
 		t.Fatal("the new namespace is the test's own")
@@ -154,7 +128,7 @@ func TestErrors(t *testing.T) {
 	if _, err := Listen("/run/netns/cairn-does-not-exist", "tcp", "127.0.0.1:0"); err == nil {
 		t.Error("Listen in a missing namespace succeeded")
 	}
-	ns := newNS(t)
+	ns := netnstest.New(t)
 	if _, err := Listen(ns, "tcp", "192.0.2.1:0"); err == nil {
 		t.Error("Listen on an address the namespace does not have succeeded")
 	}

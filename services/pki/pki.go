@@ -64,7 +64,7 @@ func DefaultHosts() []string {
 		// The kubernetes Service's ClusterIP in the default range, and the
 		// address the node proxies relay to the apiserver from inside each
 		// node's network namespace (proxy.APIServerAddress).
-		"10.96.0.1", "169.254.64.1",
+		"10.96.0.1", "100.64.0.1",
 	}
 }
 

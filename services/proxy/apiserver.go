@@ -19,8 +19,11 @@ import (
 // each connection to it, on the apiserver's own port, to the apiserver
 // (Relay). Apiservers advertise it (--advertise-address), so it is the
 // endpoint of the kubernetes Service and 10.96.0.1:443 is DNATed to it.
-// It is link-local (169.254.0.0/16): never routed off a node.
-const APIServerAddress = "169.254.64.1"
+// It is in the shared address space 100.64.0.0/10 (RFC 6598), clear of
+// the default Service (10.96.0.0/12) and pod (10.64.0.0/10) ranges; not
+// link-local or loopback, which Kubernetes refuses as an endpoint. It
+// exists only inside the node namespaces, which route nothing off the node.
+const APIServerAddress = "100.64.0.1"
 
 // Relay serves APIServerAddress:port inside the network namespace nsPath:
 // it puts the address on the namespace's loopback, listens there
