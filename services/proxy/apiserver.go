@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -25,8 +24,8 @@ import (
 // exists only inside the node namespaces, which route nothing off the node.
 const APIServerAddress = "100.64.0.1"
 
-// Relay serves APIServerAddress:port inside the network namespace nsPath:
-// it puts the address on the namespace's loopback, listens there
+// Relay serves APIServerAddress:port inside the network namespace nsPath
+// (which must have the address, see RunNode): it listens there
 // (services/netns), and copies every connection, as it is (TLS passes
 // through: the apiserver authenticates the pod), to a connection dial
 // makes, e.g. to the apiserver on the host's loopback. Run blocks until
@@ -41,9 +40,6 @@ type Relay struct {
 
 // Run serves until ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
-	if err := netns.Do(r.NetNS, exec.CommandContext(ctx, "ip", "addr", "replace", APIServerAddress+"/32", "dev", "lo").Run); err != nil {
-		return fmt.Errorf("proxy: apiserver address %s in %s: %w", APIServerAddress, r.NetNS, err)
-	}
 	ln, err := netns.Listen(r.NetNS, "tcp", net.JoinHostPort(APIServerAddress, fmt.Sprint(r.Port)))
 	if err != nil {
 		return fmt.Errorf("proxy: apiserver relay: %w", err)

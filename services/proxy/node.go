@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
+	"github.com/cairn-dev/cairn/services/netns"
 )
 
 // NodeConfig configures the proxy of one node (RunNode).
@@ -29,6 +32,9 @@ type NodeConfig struct {
 	NetNS string
 	// ClusterCIDR is the pods' range (kube-proxy's --cluster-cidr).
 	ClusterCIDR string
+	// ServiceCIDR is the Services' range (the apiservers'
+	// --service-cluster-ip-range); default servicealloc's.
+	ServiceCIDR string
 	// APIServer is host:port of the apiserver the relay forwards to;
 	// empty: RestConfig.Host's.
 	APIServer string
@@ -57,10 +63,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	if _, err := NewProxy(m, nft, Options{Config: Config{ClusterCIDR: cfg.ClusterCIDR}, MinSyncPeriod: cfg.MinSyncPeriod, Metrics: cfg.Metrics}); err != nil {
+	if _, err := NewProxy(m, nft, Options{Config: Config{ClusterCIDR: cfg.ClusterCIDR, Netlink: true, NetNS: cfg.NetNS}, MinSyncPeriod: cfg.MinSyncPeriod, Metrics: cfg.Metrics}); err != nil {
 		return err
 	}
 	if cfg.NetNS != "" {
+		if err := prepareNetNS(ctx, cfg); err != nil {
+			return err
+		}
 		relay, err := newRelay(cfg, log)
 		if err != nil {
 			return err
@@ -68,6 +77,34 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		m.Add("apiserver-relay", relay)
 	}
 	return m.Run(ctx)
+}
+
+// prepareNetNS puts APIServerAddress on the loopback of the node's
+// namespace and routes the Service range there, from that address.
+//
+// A node has no default route (nothing leaves it), so without a route a
+// connection to a ClusterIP that was not DNATed, one with no endpoints,
+// would fail routing (network unreachable) before the forward hook that
+// rejects it (connection refused, as on a kube node whose default route
+// carries it there). What the rules let through dies on lo: a forwarded
+// packet arriving on lo for an address that is not local is dropped as a
+// martian. The source address makes the node's own connections to a
+// ClusterIP leave from APIServerAddress rather than 127.0.0.1, which could
+// not be masqueraded towards a pod.
+func prepareNetNS(ctx context.Context, cfg NodeConfig) error {
+	cidr := cfg.ServiceCIDR
+	if cidr == "" {
+		cidr = servicealloc.DefaultClusterIPRange
+	}
+	for _, args := range [][]string{
+		{"addr", "replace", APIServerAddress + "/32", "dev", "lo"},
+		{"route", "replace", cidr, "dev", "lo", "src", APIServerAddress},
+	} {
+		if err := netns.Do(cfg.NetNS, exec.CommandContext(ctx, "ip", args...).Run); err != nil {
+			return fmt.Errorf("proxy: ip %v in %s: %w", args, cfg.NetNS, err)
+		}
+	}
+	return nil
 }
 
 func newRelay(cfg NodeConfig, log *slog.Logger) (*Relay, error) {
