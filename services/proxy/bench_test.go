@@ -162,23 +162,7 @@ func benchNode(b *testing.B, env *controlplanetest.Env, ns string, reg *promethe
 func waitProgrammed(b *testing.B, reg *prometheus.Registry, n int) {
 	b.Helper()
 	deadline := time.Now().Add(30 * time.Minute)
-	for {
-		mfs, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "cairn_proxy_rules_programmed" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "kind" && l.GetValue() == "elements" && m.GetGauge().GetValue() >= float64(n) {
-						return
-					}
-				}
-			}
-		}
+	for metricValue(b, reg, "cairn_proxy_rules_programmed", "kind", "elements") < float64(n) {
 		if time.Now().After(deadline) {
 			b.Fatalf("not %d Services programmed after 30m", n)
 		}

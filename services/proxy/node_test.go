@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,7 +69,8 @@ func TestRunNode(t *testing.T) {
 	}
 	empty := createService(t, env, "empty", 80, 8080)
 
-	stop := runNode(t, env, ns)
+	reg := prometheus.NewRegistry()
+	stop := runNode(t, env, ns, reg)
 	version := "http://" + net.JoinHostPort(api.Spec.ClusterIP, "443") + "/version"
 	controlplanetest.Eventually(t, 30*time.Second, "GET "+version+" from inside the namespace", func() bool {
 		body, err := nsGet(ctx, ns, version)
@@ -76,6 +78,13 @@ func TestRunNode(t *testing.T) {
 	})
 	if _, err := nsGet(ctx, ns, "http://"+net.JoinHostPort(empty.Spec.ClusterIP, "80")+"/"); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("a Service without endpoints: %v, want connection refused", err)
+	}
+	if got := metricValue(t, reg, "kubeproxy_sync_proxy_rules_duration_seconds", "sync", "full"); got < 1 {
+		t.Errorf("full syncs observed: %v, want at least 1", got)
+	}
+	// default/kubernetes and api: service-ips; empty: no-endpoint-services.
+	if got := metricValue(t, reg, "cairn_proxy_rules_programmed", "kind", "elements"); got < 3 {
+		t.Errorf("cairn_proxy_rules_programmed{kind=elements} = %v, want at least 3", got)
 	}
 	table := nsTable(t, ns)
 	if !strings.Contains(table, "dnat to "+APIServerAddress+":"+fmt.Sprint(port)) {
@@ -94,7 +103,7 @@ func TestRunNode(t *testing.T) {
 	if err := env.Client.CoreV1().Services("default").Delete(ctx, "empty", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runNode(t, env, ns)
+	runNode(t, env, ns, nil)
 	controlplanetest.Eventually(t, 30*time.Second, "the Service deleted while the proxy was down has no rules", func() bool {
 		table := nsTable(t, ns)
 		return table != "" && !strings.Contains(table, empty.Spec.ClusterIP)
@@ -106,6 +115,33 @@ func TestRunNode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// metricValue is the value of the metric name whose label is value in
+// reg: a gauge's value, a histogram's sample count; -1 when absent.
+func metricValue(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != label || l.GetValue() != value {
+					continue
+				}
+				if h := m.GetHistogram(); h != nil {
+					return float64(h.GetSampleCount())
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
 
 func createService(t *testing.T, env *controlplanetest.Env, name string, port, target int) *v1.Service {
 	t.Helper()
@@ -120,13 +156,13 @@ func createService(t *testing.T, env *controlplanetest.Env, name string, port, t
 }
 
 // runNode runs RunNode in ns until the returned stop (or the test's end).
-func runNode(t *testing.T, env *controlplanetest.Env, ns string) (stop func()) {
+func runNode(t *testing.T, env *controlplanetest.Env, ns string, reg prometheus.Registerer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		err := RunNode(ctx, NodeConfig{RestConfig: env.ConfigFor(controlplanetest.ProxyToken), JS: env.JS, NodeName: "n1", NetNS: ns,
-			ClusterCIDR: cidr, Log: controlplanetest.Logger("PROXY_TEST_LOG")})
+			ClusterCIDR: cidr, Metrics: reg, Log: controlplanetest.Logger("PROXY_TEST_LOG")})
 		if err != nil {
 			t.Errorf("RunNode: %v", err)
 		}

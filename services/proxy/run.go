@@ -6,12 +6,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
