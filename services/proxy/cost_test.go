@@ -50,11 +50,11 @@ func syncCost(t *testing.T) {
 			t.Fatalf("full Sync of %d: %v", n, err)
 		}
 		full := time.Since(start)
-		lat := changes(t, p)
+		lat := changes(t, p, false)
 		// The same changes through nft, as before the netlink writer.
 		nl := p.nl
 		p.nl = nil
-		latNFT := changes(t, p)
+		latNFT := changes(t, p, true)
 		p.nl = nl
 
 		p.Resync()
@@ -69,10 +69,12 @@ func syncCost(t *testing.T) {
 	}
 }
 
-// changes makes 50 incremental Syncs of p, each after one slice change
-// (an endpoint unready, then ready again), and returns their durations
-// sorted.
-func changes(t *testing.T, p *Proxier) []time.Duration {
+// changes makes 50 incremental Syncs of p, each after one slice change:
+// the first endpoint of one of 50 Services (all ready at first) goes
+// unready, or with back ready again, so that a second run over the same
+// Services changes each back. It returns their durations sorted. A Sync
+// that writes nothing fails the test.
+func changes(t *testing.T, p *Proxier, back bool) []time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	n := len(p.services)
@@ -80,13 +82,13 @@ func changes(t *testing.T, p *Proxier) []time.Duration {
 	for j := range 50 {
 		i := (j * 7919) % n
 		state := "unready"
-		if j%2 == 1 {
+		if back {
 			state = ""
 		}
 		p.SetEndpointSlice(costSlice(i, state))
 		start := time.Now()
 		res, err := p.Sync(ctx)
-		if err != nil || res.Full {
+		if err != nil || res.Full || res.Ops == 0 {
 			t.Fatalf("incremental Sync: %+v, %v", res, err)
 		}
 		lat = append(lat, time.Since(start))
