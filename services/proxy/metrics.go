@@ -41,12 +41,37 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.syncDuration, m.failures, m.lastSync, m.programmed} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("proxy: register metrics: %w", err)
-		}
+	// A proxy started again in the same process (cairn up restarting its
+	// node) takes over the collectors its predecessor registered.
+	var err error
+	if m.syncDuration, err = register(reg, m.syncDuration); err != nil {
+		return nil, err
+	}
+	if m.failures, err = register(reg, m.failures); err != nil {
+		return nil, err
+	}
+	if m.lastSync, err = register(reg, m.lastSync); err != nil {
+		return nil, err
+	}
+	if m.programmed, err = register(reg, m.programmed); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// register registers c on reg, or returns the equal collector already
+// registered there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		if old, ok := are.ExistingCollector.(C); ok {
+			return old, nil
+		}
+	}
+	if err != nil {
+		return c, fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	return c, nil
 }
 
 func (m *metrics) synced(res SyncResult) {

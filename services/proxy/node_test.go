@@ -103,7 +103,7 @@ func TestRunNode(t *testing.T) {
 	if err := env.Client.CoreV1().Services("default").Delete(ctx, "empty", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runNode(t, env, ns, nil)
+	runNode(t, env, ns, reg) // the same registry, as cairn up's node restarted in process
 	controlplanetest.Eventually(t, 30*time.Second, "the Service deleted while the proxy was down has no rules", func() bool {
 		table := nsTable(t, ns)
 		return table != "" && !strings.Contains(table, empty.Spec.ClusterIP)
