@@ -25,6 +25,7 @@ const (
 	UserAnonymous      = "system:anonymous"
 	UserControllers    = "system:kube-controller-manager"
 	UserScheduler      = "system:kube-scheduler"
+	UserKubeProxy      = "system:kube-proxy"
 	NodeUserPrefix     = "system:node:"
 )
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/cairn/join"
+	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/kubelet"
 )
 
@@ -24,6 +25,8 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		name, runtime, rootDir, addr string
 		nodeIP, netns, clientCAFile  string
+		proxyKubeconfig, clusterCIDR string
+		runProxy                     bool
 		hollowNodes                  int
 		hollowDelay                  time.Duration
 	)
@@ -44,6 +47,10 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"only clients in group system:masters (the apiserver's kubelet client, an admin) may read logs and exec, "+
 		"a request without a verified certificate gets 401 (default: the CA of the kubeconfig, certificate-authority-data "+
 		"or certificate-authority, which is the cluster CA of cairn up)")
+	fs.BoolVar(&runProxy, "proxy", true, "run the node's service proxy in process (--runtime cri; see cairn proxy)")
+	fs.StringVar(&proxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the node's proxy (default <data-dir>/nodes/<node-name>/"+
+		join.ProxyKubeconfigFile+", issued for user "+apiserver.UserKubeProxy+" when it does not exist)")
+	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "the pods' range, for the proxy")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -87,12 +94,30 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if clientCAs == nil {
 		log.Warn("no --client-ca-file and no CA in the kubeconfig: the kubelet's API refuses every request for logs and exec (401)")
 	}
+	var px *kubelet.ProxyConfig
+	if runProxy {
+		if proxyKubeconfig == "" {
+			path, issued, err := join.ProxyKubeconfig(fs.dataDir, name)
+			if err != nil {
+				return err
+			}
+			if issued {
+				fmt.Fprintf(stdout, "proxy credentials issued (%s, user %s)\n", path, apiserver.UserKubeProxy)
+			}
+			proxyKubeconfig = path
+		}
+		prc, err := proxyRestConfig(proxyKubeconfig)
+		if err != nil {
+			return err
+		}
+		px = &kubelet.ProxyConfig{RestConfig: prc, ClusterCIDR: clusterCIDR}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("kubelet listen: %w", err)
 	}
 	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: js, NodeName: name, Dir: rootDir, NetNS: netns,
-		Listener: ln, NodeIP: nodeIP, ClientCAs: clientCAs, Log: log,
+		Listener: ln, NodeIP: nodeIP, ClientCAs: clientCAs, Proxy: px, Log: log,
 		Ready: func() { fmt.Fprintf(stdout, "kubelet running (node %s, https://%s)\n", name, ln.Addr()) }})
 }
 

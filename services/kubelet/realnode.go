@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/kubelet/cri"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
+	"github.com/cairn-dev/cairn/services/proxy"
 )
 
 // ErrNotRoot is returned by RunNode when the process is not root.
@@ -44,9 +46,21 @@ type NodeConfig struct {
 	ClientCAs *x509.CertPool
 	// NodeIP is the address the apiserver reaches the kubelet at.
 	NodeIP string
+	// Proxy, if set, runs the node's service proxy (package proxy) in
+	// NetNS next to the kubelet: its own credentials (user
+	// system:kube-proxy) and the cluster's pod range. Nil: no proxy.
+	Proxy *ProxyConfig
 	// Ready is called once the node runs (optional).
 	Ready func()
 	Log   *slog.Logger
+}
+
+// ProxyConfig is what a node's proxy needs besides the node's JetStream,
+// name and namespace.
+type ProxyConfig struct {
+	RestConfig  *rest.Config
+	ClusterCIDR string
+	Metrics     prometheus.Registerer
 }
 
 // RunNode runs a real node until ctx ends: it waits for the node's pod CIDR
@@ -99,8 +113,15 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
+	runners := []consumer.Runner{k}
+	if p := cfg.Proxy; p != nil {
+		runners = append(runners, consumer.RunnerFunc(func(ctx context.Context) error {
+			return proxy.RunNode(ctx, proxy.NodeConfig{RestConfig: p.RestConfig, JS: cfg.JS, NodeName: cfg.NodeName,
+				NetNS: rt.NetNSPath(), ClusterCIDR: p.ClusterCIDR, Metrics: p.Metrics, Log: log.With("component", "proxy")})
+		}))
+	}
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
-	return k.Run(ctx)
+	return consumer.RunAll(ctx, runners...)
 }

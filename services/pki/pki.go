@@ -61,6 +61,10 @@ func DefaultHosts() []string {
 		"127.0.0.1", "::1", "localhost",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc",
 		"kubernetes.default.svc.cluster.local",
+		// The kubernetes Service's ClusterIP in the default range, and the
+		// address the node proxies relay to the apiserver from inside each
+		// node's network namespace (proxy.APIServerAddress).
+		"10.96.0.1", "100.64.0.1",
 	}
 }
 

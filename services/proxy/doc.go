@@ -62,34 +62,75 @@
 // EndpointSlices (shared with any other consumer of the process) and a
 // Proxy whose Run waits for both, programs the table in full, then syncs
 // after each change, at most once per MinSyncPeriod; a failed Sync is
-// retried in full after RetryPeriod (TestProxyFollowsTheLog).
+// retried in full after RetryPeriod (TestProxyFollowsTheLog). The caches
+// read only those two resources' subjects of the log (filtered by the
+// server), so the proxy's traffic grows with Services, not with pods.
+//
+// # On a node
+//
+// RunNode is a node's proxy: its own Manager with its own credentials
+// (user system:kube-proxy, whom the bootstrap policy binds to the
+// ClusterRole system:node-proxier: list and watch Services, Endpoints,
+// EndpointSlices), nft run inside the node's network namespace (nsNFT:
+// every knftables call runs on a thread switched into it, package
+// services/netns, so nft is forked there), and the apiserver relay. The
+// kubelet runs it next to every real node of cairn up and cairn kubelet
+// (kubelet.NodeConfig.Proxy); cairn proxy runs it alone. Hollow nodes run
+// none. TestRunNode checks it against a real control plane with real nft
+// in a namespace of the test's own; the end-to-end test (services/cairn/
+// e2etest, TestServices) from pods on the real node of cairn up.
+//
+// # The apiserver from a pod
+//
+// A node's namespace routes nothing off the node, so a pod cannot reach
+// the apiserver on the host's loopback. RunNode puts APIServerAddress
+// (100.64.0.1, the same on every node) on the namespace's loopback and a
+// Relay listens there, on the apiserver's port, copying each connection to
+// the apiserver (TLS passes through; the apiserver authenticates the pod,
+// as k3s's agent load balancer does). Apiservers advertise that address
+// (--advertise-address default), so the lease endpoint reconciler makes it
+// the endpoint of default/kubernetes, and the proxy DNATs 10.96.0.1:443 to
+// it like any ClusterIP. The serving certificate covers 10.96.0.1, the
+// kubernetes.default.svc names and 100.64.0.1 (pki.DefaultHosts). A
+// link-local or loopback address would be simpler but Kubernetes refuses
+// them as endpoints. The Service range is routed to the namespace's lo
+// (from 100.64.0.1): with no default route, a ClusterIP without endpoints
+// would otherwise fail routing before the forward hook refuses it.
 //
 // # Cost
 //
-// TestSyncCost (CAIRN_PROXY_COST=1000,10000, real nft 1.0.6 in its own
-// network namespace, on the shared 2-core machine) measured: 1,000
-// Services x 10 endpoints programmed in 1.3s, one slice change p50 46ms /
-// p99 92ms, a full rewrite 3.4s; 10,000 Services: 2m17s, p50 791ms / p99
-// 2.8s, full rewrite 4m58s. The transaction of a change is the same size
-// at any N, but its cost still grows with the table: nft 1.0.6 fetches a
-// cache of the table before it applies a transaction. By hand, in a table
-// of 20,000 chains, one "add element" took 60ms and one "add rule" 82ms,
-// against 13ms for an "add chain" alone: the cost is nft's, per command
-// kind, not the transaction's size. Open: a newer nft (finer caching),
-// libnftables, or the netlink interface, measured against this.
+// nft 1.0.6 dumps the whole ruleset (every table: measured by hand, a
+// table of 20,000 chains slows an "add rule" in another, tiny table just
+// as much) into its cache before it applies a transaction that adds a rule
+// or an element: in a table of 20,000 chains one "add element" took 60ms
+// and one "add rule" 82ms, against 13ms for an "add chain" alone. That is
+// what made a change cost 46ms at 1,000 Services and 791ms at 10,000
+// (TestSyncCost through nft). kube-proxy's nftables mode writes only the
+// changed objects too (partial syncs) and lives with nft's cost.
+//
+// So incremental Syncs do not go through nft: netlinkWriter sends the same
+// changed objects as one netlink batch (github.com/google/nftables; the
+// kernel applies a batch atomically, as it does nft's transaction), each
+// rule translated into the expressions nft generates for it (netlink.go).
+// Nothing is read back, so the cost follows the change. TestNetlinkMatchesNFT
+// drives every kind of change over netlink and checks that nft lists the
+// table exactly as after a full rewrite of the same state through nft;
+// TestTrafficNetlink sends connections through rules written that way.
+// (nft prints the keys of a netlink-written numgen map byte-swapped:
+// google/nftables marks anonymous sets big-endian; the kernel compares them
+// right.) Full Syncs, the first and a restart's, stay one nft transaction.
+//
+// # COSTFIGURES
 //
 // # Not yet done
 //
-//   - Wiring: a Proxy in the kubelet's process (cairn up, cairn kubelet)
-//     and a `cairn proxy` command, in the node's network namespace, reading
-//     only Services and EndpointSlices (a subject filter); metrics (sync
-//     latency histogram, rules programmed).
-//   - Traffic tests from a pod (the forward hook) and NodePort traffic;
-//     TestTraffic covers a client in the namespace itself (output hook).
 //   - IPv6 (an ip6 table), LoadBalancer and externalIPs, externalTraffic-
 //     and internalTrafficPolicy Local, kube's firewall and cluster-ips
 //     checks, the nodeport-ips set for --nodeport-addresses, a change of an
 //     affinity timeout on a live set (the set is kept as first created).
-//   - go tool task bench:proxy around TestSyncCost, and the incremental
-//     cost that still grows with the table (above).
+//   - The relay listens on the port of the one apiserver in the proxy's
+//     kubeconfig; apiservers on other ports (one per port in the kubernetes
+//     Service) are not relayed, and the relay does not fail over.
+//   - A pod's service-account token and KUBERNETES_SERVICE_HOST (client-go's
+//     in-cluster config) are the kubelet's, not built yet.
 package proxy

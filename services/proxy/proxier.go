@@ -19,6 +19,12 @@ type Config struct {
 	// ClusterCIDR is the pods' range; traffic to a ClusterIP from outside
 	// it is masqueraded (kube-proxy's --cluster-cidr). Empty: no such rule.
 	ClusterCIDR string
+	// Netlink makes incremental Syncs write their changes over netlink
+	// (github.com/google/nftables) into the table in NetNS ("" the
+	// process's own namespace), instead of through nft, whose cost grows
+	// with the ruleset; full Syncs always go through nft.
+	Netlink bool
+	NetNS   string
 }
 
 // Proxier keeps the Services and EndpointSlices it is told about and
@@ -26,6 +32,7 @@ type Config struct {
 // concurrent use; Sync calls are serialised.
 type Proxier struct {
 	nft knftables.Interface
+	nl  *netlinkWriter // nil: incremental Syncs through nft too
 	cfg Config
 
 	mu       sync.Mutex
@@ -38,12 +45,37 @@ type Proxier struct {
 	// programmed is what the table holds for each Service, as of the
 	// last successful Sync. Nil until the first (full) Sync.
 	programmed map[types.NamespacedName]*serviceRules
+	// counts is what programmed holds, summed over every Service.
+	counts Counts
+}
+
+// Counts are the objects the Services put in the table (the fixed chains
+// and maps not included).
+type Counts struct {
+	Chains, Rules, Sets, Elements int
+}
+
+func (c *Counts) add(r *serviceRules, sign int) {
+	if r == nil {
+		return
+	}
+	c.Chains += sign * len(r.Chains)
+	for _, rules := range r.Chains {
+		c.Rules += sign * len(rules)
+	}
+	c.Sets += sign * len(r.Sets)
+	c.Elements += sign * len(r.Elements)
 }
 
 // New returns a Proxier that programs nft, which must be an interface on
 // the ip family and TableName (knftables.New or knftables.NewFake).
 func New(nft knftables.Interface, cfg Config) *Proxier {
+	var nl *netlinkWriter
+	if cfg.Netlink {
+		nl = &netlinkWriter{netns: cfg.NetNS}
+	}
 	return &Proxier{
+		nl:       nl,
 		nft:      nft,
 		cfg:      cfg,
 		services: map[types.NamespacedName]*v1.Service{},
@@ -111,6 +143,8 @@ type SyncResult struct {
 	Services int // Services whose rules were (re)computed
 	Ops      int // operations in the transaction, 0 when nothing changed
 	Duration time.Duration
+	// Programmed is what the table holds after the Sync.
+	Programmed Counts
 }
 
 // Sync programs the pending changes in one nftables transaction. The first
@@ -170,27 +204,33 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	for _, key := range keys {
 		plans = append(plans, diff(old[key], wanted[key]))
 	}
-	for _, step := range []func(*plan, *knftables.Transaction){
-		(*plan).deleteElements, (*plan).addSets, (*plan).writeChains, (*plan).addElements,
-		(*plan).flushStale, (*plan).deleteStale,
-	} {
-		for _, pl := range plans {
-			step(pl, tx)
+	res := SyncResult{Full: full, Services: len(keys)}
+	var err error
+	if full || p.nl == nil {
+		for _, step := range planSteps {
+			for _, pl := range plans {
+				step(pl, txWriter{tx})
+			}
 		}
+		stale.remove(tx)
+		if res.Ops = tx.NumOperations(); res.Ops > 0 {
+			err = p.nft.Run(ctx, tx)
+		}
+	} else {
+		res.Ops, err = p.nl.write(plans)
 	}
-	stale.remove(tx)
-	res := SyncResult{Full: full, Services: len(keys), Ops: tx.NumOperations()}
-	if res.Ops > 0 {
-		if err := p.nft.Run(ctx, tx); err != nil {
-			p.programmed = nil
-			p.requeue(keys)
-			return SyncResult{}, fmt.Errorf("proxy: sync: %w", err)
-		}
+	if err != nil {
+		p.programmed = nil
+		p.requeue(keys)
+		return SyncResult{}, fmt.Errorf("proxy: sync: %w", err)
 	}
 	if full {
 		p.programmed = map[types.NamespacedName]*serviceRules{}
+		p.counts = Counts{}
 	}
 	for key, r := range wanted {
+		p.counts.add(p.programmed[key], -1)
+		p.counts.add(r, 1)
 		if r == nil {
 			delete(p.programmed, key)
 		} else {
@@ -198,6 +238,7 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 	res.Duration = time.Since(start)
+	res.Programmed = p.counts
 	return res, nil
 }
 
@@ -233,25 +274,69 @@ func diff(old, new *serviceRules) *plan {
 	return &plan{old: old, new: new}
 }
 
-func (pl *plan) deleteElements(tx *knftables.Transaction) {
+// tableWriter receives the operations of an incremental Sync: txWriter
+// puts them into a knftables transaction (nft -f), netlinkWriter into one
+// netlink batch.
+type tableWriter interface {
+	deleteElement(e element)
+	addSet(s knftables.Set)
+	// writeChain adds the chain if missing, flushes it and adds rules.
+	writeChain(name string, rules []string)
+	addElement(e element)
+	flushChain(name string)
+	deleteChain(name string)
+	deleteSet(name string)
+}
+
+// txWriter writes into a knftables transaction.
+type txWriter struct{ tx *knftables.Transaction }
+
+func (w txWriter) deleteElement(e element) {
+	w.tx.Delete(&knftables.Element{Map: e.Map, Key: e.Key})
+}
+func (w txWriter) addSet(s knftables.Set) { w.tx.Add(&s) }
+func (w txWriter) writeChain(name string, rules []string) {
+	w.tx.Add(&knftables.Chain{Name: name})
+	w.tx.Flush(&knftables.Chain{Name: name})
+	for _, rule := range rules {
+		w.tx.Add(&knftables.Rule{Chain: name, Rule: rule})
+	}
+}
+func (w txWriter) addElement(e element) {
+	w.tx.Add(&knftables.Element{Map: e.Map, Key: e.Key, Value: []string{e.Value}})
+}
+func (w txWriter) flushChain(name string)  { w.tx.Flush(&knftables.Chain{Name: name}) }
+func (w txWriter) deleteChain(name string) { w.tx.Delete(&knftables.Chain{Name: name}) }
+func (w txWriter) deleteSet(name string)   { w.tx.Delete(&knftables.Set{Name: name}) }
+
+// planSteps are the steps of a transaction, each run for every plan before
+// the next: elements that go or change are deleted first, then sets and
+// chains are written, elements added, and chains no longer wanted flushed
+// and, once nothing refers to them, deleted.
+var planSteps = []func(*plan, tableWriter){
+	(*plan).deleteElements, (*plan).addSets, (*plan).writeChains, (*plan).addElements,
+	(*plan).flushStale, (*plan).deleteStale,
+}
+
+func (pl *plan) deleteElements(w tableWriter) {
 	for id, e := range pl.old.Elements {
 		if n, ok := pl.new.Elements[id]; !ok || n.Value != e.Value {
-			tx.Delete(&knftables.Element{Map: e.Map, Key: e.Key})
+			w.deleteElement(e)
 		}
 	}
 }
 
-func (pl *plan) addSets(tx *knftables.Transaction) {
+func (pl *plan) addSets(w tableWriter) {
 	for name, s := range pl.new.Sets {
 		if _, ok := pl.old.Sets[name]; !ok {
-			tx.Add(&s)
+			w.addSet(s)
 		}
 	}
 }
 
 // writeChains writes the new and changed chains, endpoint chains first so
 // that the service chains' jumps find them.
-func (pl *plan) writeChains(tx *knftables.Transaction) {
+func (pl *plan) writeChains(w tableWriter) {
 	names := make([]string, 0, len(pl.new.Chains))
 	for name := range pl.new.Chains {
 		names = append(names, name)
@@ -262,11 +347,7 @@ func (pl *plan) writeChains(tx *knftables.Transaction) {
 		if oldRules, ok := pl.old.Chains[name]; ok && slices.Equal(oldRules, rules) {
 			continue
 		}
-		tx.Add(&knftables.Chain{Name: name})
-		tx.Flush(&knftables.Chain{Name: name})
-		for _, rule := range rules {
-			tx.Add(&knftables.Rule{Chain: name, Rule: rule})
-		}
+		w.writeChain(name, rules)
 	}
 }
 
@@ -280,33 +361,33 @@ func chainOrder(name string) string {
 	return "2" + name
 }
 
-func (pl *plan) addElements(tx *knftables.Transaction) {
+func (pl *plan) addElements(w tableWriter) {
 	for id, e := range pl.new.Elements {
 		if o, ok := pl.old.Elements[id]; !ok || o.Value != e.Value {
-			tx.Add(&knftables.Element{Map: e.Map, Key: e.Key, Value: []string{e.Value}})
+			w.addElement(e)
 		}
 	}
 }
 
 // flushStale empties the chains no longer wanted; deleteStale, run after
 // every Service's flushStale, deletes them once no rule refers to them.
-func (pl *plan) flushStale(tx *knftables.Transaction) {
+func (pl *plan) flushStale(w tableWriter) {
 	for name := range pl.old.Chains {
 		if _, ok := pl.new.Chains[name]; !ok {
-			tx.Flush(&knftables.Chain{Name: name})
+			w.flushChain(name)
 		}
 	}
 }
 
-func (pl *plan) deleteStale(tx *knftables.Transaction) {
+func (pl *plan) deleteStale(w tableWriter) {
 	for name := range pl.old.Chains {
 		if _, ok := pl.new.Chains[name]; !ok {
-			tx.Delete(&knftables.Chain{Name: name})
+			w.deleteChain(name)
 		}
 	}
 	for name := range pl.old.Sets {
 		if _, ok := pl.new.Sets[name]; !ok {
-			tx.Delete(&knftables.Set{Name: name})
+			w.deleteSet(name)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +26,9 @@ type Options struct {
 	// RetryPeriod is the wait after a failed Sync before the next (full)
 	// one; default 1s.
 	RetryPeriod time.Duration
+	// Metrics, if set, gets the proxy's metrics (sync latency, rules
+	// programmed, failures).
+	Metrics prometheus.Registerer
 }
 
 // Proxy keeps a node's nftables in step with the log's Services and
@@ -36,6 +40,7 @@ type Proxy struct {
 	services *consumer.Cache[*v1.Service]
 	slices   *consumer.Cache[*discovery.EndpointSlice]
 	kick     chan struct{}
+	metrics  *metrics
 }
 
 var _ consumer.Runner = (*Proxy)(nil)
@@ -55,7 +60,11 @@ func NewProxy(m *consumer.Manager, nft knftables.Interface, opts Options) (*Prox
 	if err != nil {
 		return nil, fmt.Errorf("proxy: endpointslices cache: %w", err)
 	}
-	px := &Proxy{
+	met, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	px := &Proxy{metrics: met,
 		proxier: New(nft, opts.Config), opts: opts, log: m.Log().With("component", "proxy"),
 		services: services, slices: slices, kick: make(chan struct{}, 1),
 	}
@@ -114,6 +123,7 @@ func (px *Proxy) Run(ctx context.Context) error {
 		last = time.Now()
 		res, err := px.proxier.Sync(ctx)
 		if err != nil {
+			px.metrics.failures.Inc()
 			px.log.Error("sync failed", "err", err)
 			select {
 			case <-ctx.Done():
@@ -123,6 +133,7 @@ func (px *Proxy) Run(ctx context.Context) error {
 			px.poke()
 			continue
 		}
+		px.metrics.synced(res)
 		px.log.Debug("synced", "full", res.Full, "services", res.Services, "ops", res.Ops, "took", res.Duration)
 	}
 }

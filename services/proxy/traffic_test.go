@@ -17,9 +17,17 @@ import (
 // TestTraffic connects to ClusterIPs through the real rules, all inside a
 // network namespace of the test's own: two endpoints are addresses of a
 // the namespace's loopback, each with a server answering its own address.
-func TestTraffic(t *testing.T) { inOwnNetNS(t, "TestTraffic", traffic) }
+func TestTraffic(t *testing.T) {
+	inOwnNetNS(t, "TestTraffic", func(t *testing.T) { traffic(t, Config{ClusterCIDR: cidr}) })
+}
 
-func traffic(t *testing.T) {
+// TestTrafficNetlink is TestTraffic with the incremental Syncs (an
+// endpoint going unready, the Service deleted) written over netlink.
+func TestTrafficNetlink(t *testing.T) {
+	inOwnNetNS(t, "TestTrafficNetlink", func(t *testing.T) { traffic(t, Config{ClusterCIDR: cidr, Netlink: true}) })
+}
+
+func traffic(t *testing.T, cfg Config) {
 	ctx := context.Background()
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
@@ -41,7 +49,7 @@ func traffic(t *testing.T) {
 	if err != nil {
 		t.Fatalf("knftables.New: %v", err)
 	}
-	p := New(nft, Config{ClusterCIDR: cidr})
+	p := New(nft, cfg)
 	web := service("web", "172.30.0.41")
 	web.Spec.Ports[0].TargetPort.IntVal = 8080
 	p.SetService(web)
@@ -72,13 +80,33 @@ func traffic(t *testing.T) {
 	s = slice("web", "w1", ep{"10.180.0.1", "unready"}, ep{"10.180.0.2", "ready"})
 	s.Ports[0].Port = knftables.PtrTo(int32(8080))
 	p.SetEndpointSlice(s)
-	if _, err := p.Sync(ctx); err != nil {
-		t.Fatalf("Sync: %v", err)
+	if res, err := p.Sync(ctx); err != nil || res.Full {
+		t.Fatalf("incremental Sync: %+v, %v", res, err)
 	}
 	for range 10 {
 		if got, err := fetch("172.30.0.41:80"); err != nil || got != "10.180.0.2:8080" {
 			t.Fatalf("after 10.180.0.1 went unready: %q, %v", got, err)
 		}
+	}
+
+	// Ready again: both answer again (with Netlink, the rewritten service
+	// chain's numgen map came over netlink).
+	s = slice("web", "w1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "ready"})
+	s.Ports[0].Port = knftables.PtrTo(int32(8080))
+	p.SetEndpointSlice(s)
+	if res, err := p.Sync(ctx); err != nil || res.Full {
+		t.Fatalf("incremental Sync: %+v, %v", res, err)
+	}
+	clear(seen)
+	for range 40 {
+		got, err := fetch("172.30.0.41:80")
+		if err != nil {
+			t.Fatalf("connect to the ClusterIP: %v", err)
+		}
+		seen[got]++
+	}
+	if len(seen) != 2 {
+		t.Errorf("40 connections after the endpoint came back reached %v, want both endpoints", seen)
 	}
 
 	// Deleted: the ClusterIP no longer leads anywhere.

@@ -33,7 +33,6 @@ const (
 	aggregateToEdit     = "rbac.authorization.k8s.io/aggregate-to-edit"
 	aggregateToView     = "rbac.authorization.k8s.io/aggregate-to-view"
 	groupMonitoring     = "system:monitoring"
-	userKubeProxy       = "system:kube-proxy"
 	legacyGroup         = ""
 	appsGroup           = "apps"
 	authenticationGroup = "authentication.k8s.io"
@@ -213,7 +212,7 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		binding("system:discovery", "system:discovery", group(apiserver.GroupAuthenticated)),
 		binding("system:basic-user", "system:basic-user", group(apiserver.GroupAuthenticated)),
 		binding("system:public-info-viewer", "system:public-info-viewer", group(apiserver.GroupAuthenticated), group(apiserver.GroupUnauthenticated)),
-		binding("system:node-proxier", "system:node-proxier", user(userKubeProxy)),
+		binding("system:node-proxier", "system:node-proxier", user(apiserver.UserKubeProxy)),
 		binding("system:kube-controller-manager", "system:kube-controller-manager", user(apiserver.UserControllers)),
 		binding("system:kube-dns", "system:kube-dns", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-dns"}),
 		binding("system:kube-scheduler", "system:kube-scheduler", user(apiserver.UserScheduler)),

@@ -57,6 +57,7 @@ func TestCLI(t *testing.T) {
 	t.Run("events verify", c.testVerify)
 	t.Run("one-line errors", c.testErrors)
 	t.Run("kubelet joins with credentials from the PKI", c.testKubelet)
+	t.Run("proxy runs alone in a node's namespace", c.testProxy)
 }
 
 // start runs cairn up, waits until the history serves, and writes the

@@ -25,6 +25,10 @@ func KubeconfigPath(dataDir, node string) string {
 	return filepath.Join(NodeDir(dataDir, node), KubeconfigFile)
 }
 
+// ProxyKubeconfigFile is the name of a node's proxy kubeconfig in its
+// directory.
+const ProxyKubeconfigFile = "proxy.kubeconfig"
+
 // NodeKubeconfig returns the path of node's kubeconfig in dataDir, the
 // data directory of a running `cairn up`. When the file does not exist yet
 // it issues the node's client certificate from the directory's PKI and
@@ -34,7 +38,20 @@ func NodeKubeconfig(dataDir, node string) (path string, issued bool, err error) 
 	if node == "" {
 		return "", false, errors.New("join: empty node name")
 	}
-	path = KubeconfigPath(dataDir, node)
+	return issueKubeconfig(dataDir, KubeconfigPath(dataDir, node), apiserver.NodeUserPrefix+node, []string{apiserver.GroupNodes})
+}
+
+// ProxyKubeconfig is NodeKubeconfig for the node's proxy: user
+// system:kube-proxy (bound to the ClusterRole system:node-proxier), in
+// the node's directory as ProxyKubeconfigFile.
+func ProxyKubeconfig(dataDir, node string) (path string, issued bool, err error) {
+	if node == "" {
+		return "", false, errors.New("join: empty node name")
+	}
+	return issueKubeconfig(dataDir, filepath.Join(NodeDir(dataDir, node), ProxyKubeconfigFile), apiserver.UserKubeProxy, nil)
+}
+
+func issueKubeconfig(dataDir, path, user string, groups []string) (string, bool, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -52,8 +69,7 @@ func NodeKubeconfig(dataDir, node string) (path string, issued bool, err error) 
 	if err != nil {
 		return "", false, fmt.Errorf("join: no cluster CA in %s to issue the node's certificate: %w", paths.PKI, err)
 	}
-	user := apiserver.NodeUserPrefix + node
-	cert, key, err := ca.IssueClient(user, []string{apiserver.GroupNodes})
+	cert, key, err := ca.IssueClient(user, groups)
 	if err != nil {
 		return "", false, fmt.Errorf("join: %w", err)
 	}

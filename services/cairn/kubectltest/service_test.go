@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cairn-dev/cairn/services/proxy"
 )
 
 // badPortServiceYAML has a port kube refuses.
@@ -53,11 +55,13 @@ func testService(t *testing.T, c *cluster) {
 		}
 	}
 
+	// The apiserver advertises the address the node proxies relay to it
+	// from (proxy.APIServerAddress), on its own port.
+	_, port, _ := strings.Cut(c.Addr, ":")
 	rows = wantHeader(t, c.OK(t, "get", "endpoints", "kubernetes"), "NAME", "ENDPOINTS", "AGE")
-	wantRow(t, rows, "kubernetes", c.Addr)
+	wantRow(t, rows, "kubernetes", proxy.APIServerAddress+":"+port)
 	rows = wantHeader(t, c.OK(t, "get", "endpointslices", "-l", "kubernetes.io/service-name=kubernetes"), "NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE")
-	host, port, _ := strings.Cut(c.Addr, ":")
-	wantRow(t, rows, "kubernetes", "IPv4", port, host)
+	wantRow(t, rows, "kubernetes", "IPv4", port, proxy.APIServerAddress)
 
 	explain := c.OK(t, "explain", "svc.spec.ports")
 	for _, w := range []string{"KIND:       Service", "FIELD: ports <[]ServicePort>", "  nodePort\t<integer>", "  port\t<integer> -required-", "  targetPort\t<IntOrString>"} {

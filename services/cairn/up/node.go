@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/kubelet"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
 )
@@ -22,6 +23,10 @@ import (
 // system:nodes) that `cairn up` writes for its own node. A node added with
 // `cairn kubelet` gets one of its own (package join).
 const KubeletKubeconfig = "kubelet.kubeconfig"
+
+// ProxyKubeconfig is the kubeconfig (user system:kube-proxy) of the node's
+// proxy, which runs in process with the kubelet.
+const ProxyKubeconfig = "proxy.kubeconfig"
 
 // nodeService runs one real node in process (kubelet.RunNode): a private
 // containerd in a network namespace of its own and the kubelet on it.
@@ -48,6 +53,10 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return err
 	}
+	prc, err := s.cp.clientConfig(apiserver.UserKubeProxy, nil, ProxyKubeconfig)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("kubelet listen: %w", err)
@@ -56,7 +65,8 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 	s.addr = "https://" + ln.Addr().String()
 	err = kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: s.cp.cp.JS, NodeName: s.name, Dir: s.cp.paths.Root,
 		NetNS: NetNSName(s.cp.paths.Root), Listener: ln, NodeIP: "127.0.0.1", ClientCAs: s.cp.pki.CAPool, Ready: ready,
-		Log: s.cp.log.With("service", "node", "node", s.name)})
+		Proxy: &kubelet.ProxyConfig{RestConfig: prc, ClusterCIDR: nodeipam.DefaultClusterCIDR, Metrics: s.cp.cp.Metrics},
+		Log:   s.cp.log.With("service", "node", "node", s.name)})
 	if errors.Is(err, kubelet.ErrNotRoot) {
 		return fmt.Errorf("%w: run as root, or with --node=false", err)
 	}

@@ -35,6 +35,7 @@ const (
 	AdminToken      = "admin-token"
 	ControllerToken = "controller-token"
 	SchedulerToken  = "scheduler-token"
+	ProxyToken      = "proxy-token" // system:kube-proxy, a node's proxy
 	UserToken       = "alice-token" // an ordinary user with no rights
 )
 
@@ -94,6 +95,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 			AdminToken:      {User: "admin", Groups: []string{apiserver.GroupMasters}},
 			ControllerToken: {User: apiserver.UserControllers},
 			SchedulerToken:  {User: apiserver.UserScheduler},
+			ProxyToken:      {User: apiserver.UserKubeProxy},
 			UserToken:       {User: "alice"},
 		},
 		Admission:        o.Admission,

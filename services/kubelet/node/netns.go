@@ -8,10 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/cairn-dev/cairn/services/netns"
 )
 
 // netnsPath resolves a namespace name to its path under /run/netns.
@@ -66,58 +65,25 @@ func deleteNetNS(ctx context.Context, path string) error {
 	return nil
 }
 
-// inNetNS runs fn on an OS thread switched into the namespace nsFD and
-// switches it back afterwards. Sockets fn creates stay in that namespace for
-// their whole life, whichever goroutine uses them later. When the thread
-// cannot be switched back it is left locked, so the Go runtime discards it
-// instead of reusing a thread in the wrong namespace.
-func inNetNS(nsFD int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("node: open own netns: %w", err)
-			return
-		}
-		defer unix.Close(orig)
-		if err := unix.Setns(nsFD, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("node: setns: %w", err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("node: setns back: %w", err))
-			return // thread stays locked and dies with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+// dialIn and listenIn make their socket on a thread inside the namespace
+// (services/netns): it stays there whichever goroutine uses it later.
+func dialIn(ctx context.Context, nsFD int, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := netns.DoFD(nsFD, func() error {
+		var err error
+		conn, err = dialer.DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
 }
 
 // dialer dials without Happy Eyeballs, so that every socket is made on the
 // calling (namespace-switched) thread rather than in helper goroutines.
 var dialer = net.Dialer{FallbackDelay: -1}
 
-func dialIn(ctx context.Context, nsFD int, network, addr string) (net.Conn, error) {
-	var conn net.Conn
-	err := inNetNS(nsFD, func() error {
-		var err error
-		conn, err = dialer.DialContext(ctx, network, addr)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return conn, nil
-}
-
 func listenIn(ctx context.Context, nsFD int, network, addr string) (net.Listener, error) {
 	var ln net.Listener
-	err := inNetNS(nsFD, func() error {
+	err := netns.DoFD(nsFD, func() error {
 		var err error
 		ln, err = (&net.ListenConfig{}).Listen(ctx, network, addr)
 		return err
@@ -130,5 +96,5 @@ func listenIn(ctx context.Context, nsFD int, network, addr string) (net.Listener
 // everything it starts: shims, runc, CNI plugins) is born there, while its
 // mount namespace stays the host's.
 func startIn(nsFD int, cmd *exec.Cmd) error {
-	return inNetNS(nsFD, cmd.Start)
+	return netns.DoFD(nsFD, cmd.Start)
 }

@@ -28,6 +28,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cairn-dev/cairn/ops/images"
+	"github.com/cairn-dev/cairn/services/netns"
 )
 
 // Runtime is a running private containerd of one node. Its methods are safe
@@ -523,7 +524,7 @@ func (r *Runtime) Listen(ctx context.Context, network, addr string) (net.Listene
 
 // Do runs fn on a thread inside the node's network namespace. Keep fn
 // short and do not start goroutines in it that need the namespace.
-func (r *Runtime) Do(fn func() error) error { return inNetNS(r.nsFD, fn) }
+func (r *Runtime) Do(fn func() error) error { return netns.DoFD(r.nsFD, fn) }
 
 // AddRegistry makes containerd reach the registry host ("127.0.0.1:5000")
 // over plain http (hosts.toml under Dir/certs.d). It takes effect at the

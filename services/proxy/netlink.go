@@ -1,0 +1,338 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+)
+
+// netlinkWriter writes an incremental Sync as one netlink batch, which the
+// kernel applies atomically, as it does nft's. Unlike nft, which first
+// dumps the whole ruleset into its cache (a cost that grows with the
+// number of Services: doc.go, Cost), the batch holds only the changed
+// objects, and the kernel resolves the names of chains, sets and maps
+// itself. The rules are the same strings nft reads (rules.go); each is
+// translated into the expressions nft would generate for it, and a rule of
+// a shape not known here fails the Sync (the next one is full, via nft).
+type netlinkWriter struct {
+	netns string
+}
+
+// write applies the plans in one batch and returns its operation count.
+func (w *netlinkWriter) write(plans []*plan) (int, error) {
+	var opts []nftables.ConnOption
+	if w.netns != "" {
+		fd, err := unix.Open(w.netns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, fmt.Errorf("netlink: open %s: %w", w.netns, err)
+		}
+		defer unix.Close(fd)
+		opts = append(opts, nftables.WithNetNSFd(fd))
+	}
+	conn, err := nftables.New(opts...)
+	if err != nil {
+		return 0, fmt.Errorf("netlink: %w", err)
+	}
+	b := &nlBatch{conn: conn, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}}
+	for _, step := range planSteps {
+		for _, pl := range plans {
+			step(pl, b)
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.ops == 0 {
+		return 0, nil
+	}
+	if err := conn.Flush(); err != nil {
+		return 0, fmt.Errorf("netlink: %w", err)
+	}
+	return b.ops, nil
+}
+
+// nlBatch is a tableWriter on one nftables.Conn; the first error sticks.
+type nlBatch struct {
+	conn  *nftables.Conn
+	table *nftables.Table
+	ops   int
+	err   error
+}
+
+var _ tableWriter = (*nlBatch)(nil)
+
+func (b *nlBatch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *nlBatch) chain(name string) *nftables.Chain {
+	return &nftables.Chain{Name: name, Table: b.table}
+}
+
+func (b *nlBatch) deleteElement(e element) {
+	key, err := elementKey(e)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.ops++
+	b.fail(b.conn.SetDeleteElements(&nftables.Set{Table: b.table, Name: e.Map}, []nftables.SetElement{{Key: key}}))
+}
+
+func (b *nlBatch) addElement(e element) {
+	key, err := elementKey(e)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	v, err := verdict(e.Value)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.ops++
+	set := &nftables.Set{Table: b.table, Name: e.Map, IsMap: true, DataType: nftables.TypeVerdict}
+	b.fail(b.conn.SetAddElements(set, []nftables.SetElement{{Key: key, VerdictData: v}}))
+}
+
+// addSet adds an affinity set: ipv4 addresses, dynamic, with a timeout.
+func (b *nlBatch) addSet(s knftables.Set) {
+	if s.Type != "ipv4_addr" {
+		b.fail(fmt.Errorf("netlink: set %s of type %q", s.Name, s.Type))
+		return
+	}
+	set := &nftables.Set{Table: b.table, Name: s.Name, KeyType: nftables.TypeIPAddr}
+	for _, f := range s.Flags {
+		switch f {
+		case knftables.DynamicFlag:
+			set.Dynamic = true
+		case knftables.TimeoutFlag:
+			set.HasTimeout = true
+		default:
+			b.fail(fmt.Errorf("netlink: set %s flag %q", s.Name, f))
+		}
+	}
+	if s.Timeout != nil {
+		set.Timeout = *s.Timeout
+	}
+	b.ops++
+	b.fail(b.conn.AddSet(set, nil))
+}
+
+func (b *nlBatch) writeChain(name string, rules []string) {
+	c := b.chain(name)
+	b.conn.AddChain(c)
+	b.conn.FlushChain(c)
+	b.ops += 2
+	for _, rule := range rules {
+		exprs, err := b.ruleExprs(rule)
+		if err != nil {
+			b.fail(fmt.Errorf("netlink: chain %s: %w", name, err))
+			return
+		}
+		b.conn.AddRule(&nftables.Rule{Table: b.table, Chain: c, Exprs: exprs})
+		b.ops++
+	}
+}
+
+func (b *nlBatch) flushChain(name string)  { b.ops++; b.conn.FlushChain(b.chain(name)) }
+func (b *nlBatch) deleteChain(name string) { b.ops++; b.conn.DelChain(b.chain(name)) }
+func (b *nlBatch) deleteSet(name string) {
+	b.ops++
+	b.conn.DelSet(&nftables.Set{Table: b.table, Name: name})
+}
+
+// The rule shapes buildPort writes (rules.go), as nft reads them.
+var (
+	reMasqFromOutside = regexp.MustCompile(`^ip daddr (\S+) (tcp|udp|sctp) dport (\d+) ip saddr != (\S+) jump (\S+)$`)
+	reSaddrJump       = regexp.MustCompile(`^ip saddr ([0-9.]+) jump (\S+)$`)
+	reUpdateSet       = regexp.MustCompile(`^update @(\S+) \{ ip saddr \}$`)
+	reSaddrInSet      = regexp.MustCompile(`^ip saddr @(\S+) goto (\S+)$`)
+	reDNAT            = regexp.MustCompile(`^meta l4proto (tcp|udp|sctp) dnat to ([0-9.]+):(\d+)$`)
+	reNumgen          = regexp.MustCompile(`^numgen random mod (\d+) vmap \{ (.*) \}$`)
+	reNumgenItem      = regexp.MustCompile(`^(\d+) : goto (\S+)$`)
+	reVerdict         = regexp.MustCompile(`^(jump|goto) (\S+)$`)
+)
+
+// ruleExprs translates one rule into the expressions nft generates for it;
+// a numgen vmap's anonymous map is added to the batch on the way.
+func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
+	if m := reMasqFromOutside.FindStringSubmatch(rule); m != nil {
+		daddr, err := ip4(m[1])
+		if err != nil {
+			return nil, err
+		}
+		port, err := port16(m[3])
+		if err != nil {
+			return nil, err
+		}
+		_, cidr, err := net.ParseCIDR(m[4])
+		if err != nil || cidr.IP.To4() == nil {
+			return nil, fmt.Errorf("rule %q: bad CIDR", rule)
+		}
+		out := []expr.Any{loadAddr(16), cmp(expr.CmpOpEq, daddr)}
+		out = append(out, l4proto(m[2])...)
+		out = append(out,
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}, cmp(expr.CmpOpEq, port),
+			loadAddr(12),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte(cidr.Mask), Xor: make([]byte, 4)},
+			cmp(expr.CmpOpNeq, []byte(cidr.IP.To4())),
+			&expr.Verdict{Kind: expr.VerdictJump, Chain: m[5]})
+		return out, nil
+	}
+	if m := reSaddrJump.FindStringSubmatch(rule); m != nil {
+		saddr, err := ip4(m[1])
+		if err != nil {
+			return nil, err
+		}
+		return []expr.Any{loadAddr(12), cmp(expr.CmpOpEq, saddr), &expr.Verdict{Kind: expr.VerdictJump, Chain: m[2]}}, nil
+	}
+	if m := reUpdateSet.FindStringSubmatch(rule); m != nil {
+		return []expr.Any{loadAddr(12), &expr.Dynset{SrcRegKey: 1, SetName: m[1], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)}}, nil
+	}
+	if m := reSaddrInSet.FindStringSubmatch(rule); m != nil {
+		return []expr.Any{loadAddr(12), &expr.Lookup{SourceRegister: 1, SetName: m[1]}, &expr.Verdict{Kind: expr.VerdictGoto, Chain: m[2]}}, nil
+	}
+	if m := reDNAT.FindStringSubmatch(rule); m != nil {
+		addr, err := ip4(m[2])
+		if err != nil {
+			return nil, err
+		}
+		port, err := port16(m[3])
+		if err != nil {
+			return nil, err
+		}
+		out := l4proto(m[1])
+		return append(out,
+			&expr.Immediate{Register: 1, Data: addr},
+			&expr.Immediate{Register: 2, Data: port},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true}), nil
+	}
+	if m := reNumgen.FindStringSubmatch(rule); m != nil {
+		return b.numgen(rule, m[1], m[2])
+	}
+	if m := reVerdict.FindStringSubmatch(rule); m != nil {
+		kind := expr.VerdictJump
+		if m[1] == "goto" {
+			kind = expr.VerdictGoto
+		}
+		return []expr.Any{&expr.Verdict{Kind: kind, Chain: m[2]}}, nil
+	}
+	return nil, fmt.Errorf("rule %q: no netlink translation", rule)
+}
+
+// numgen is "numgen random mod N vmap { 0 : goto A , ... }": a random
+// number into a register, looked up in an anonymous constant verdict map
+// keyed by 32-bit integers in host order, as nft builds it.
+func (b *nlBatch) numgen(rule, mod, items string) ([]expr.Any, error) {
+	n, err := strconv.Atoi(mod)
+	if err != nil || n <= 0 {
+		return nil, fmt.Errorf("rule %q: bad modulus", rule)
+	}
+	var elems []nftables.SetElement
+	for _, item := range strings.Split(items, " , ") {
+		m := reNumgenItem.FindStringSubmatch(item)
+		if m == nil {
+			return nil, fmt.Errorf("rule %q: vmap item %q", rule, item)
+		}
+		k, _ := strconv.Atoi(m[1])
+		elems = append(elems, nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(k)),
+			VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: m[2]}})
+	}
+	set := &nftables.Set{Table: b.table, Anonymous: true, Constant: true, IsMap: true,
+		KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.NativeEndian}
+	if err := b.conn.AddSet(set, elems); err != nil {
+		return nil, fmt.Errorf("rule %q: %w", rule, err)
+	}
+	return []expr.Any{
+		&expr.Numgen{Register: 1, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetID: set.ID, SetName: set.Name},
+	}, nil
+}
+
+// loadAddr loads 4 bytes of the IPv4 header at offset (12 saddr, 16 daddr).
+func loadAddr(offset uint32) *expr.Payload {
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4}
+}
+
+func cmp(op expr.CmpOp, data []byte) *expr.Cmp { return &expr.Cmp{Op: op, Register: 1, Data: data} }
+
+// l4proto is "meta l4proto P".
+func l4proto(proto string) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, cmp(expr.CmpOpEq, []byte{protoNumber(proto)})}
+}
+
+func protoNumber(proto string) byte {
+	switch proto {
+	case "udp":
+		return unix.IPPROTO_UDP
+	case "sctp":
+		return unix.IPPROTO_SCTP
+	}
+	return unix.IPPROTO_TCP
+}
+
+func ip4(s string) ([]byte, error) {
+	ip := net.ParseIP(s).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("netlink: %q is not an IPv4 address", s)
+	}
+	return []byte(ip), nil
+}
+
+func port16(s string) ([]byte, error) {
+	p, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("netlink: port %q: %w", s, err)
+	}
+	return binary.BigEndian.AppendUint16(nil, uint16(p)), nil
+}
+
+// elementKey is the key of a map element as the kernel stores it: each
+// field of the concatenation padded to 4 bytes (ipv4_addr . inet_proto .
+// inet_service, or inet_proto . inet_service).
+func elementKey(e element) ([]byte, error) {
+	var key []byte
+	fields := e.Key
+	if len(fields) == 3 {
+		ip, err := ip4(fields[0])
+		if err != nil {
+			return nil, err
+		}
+		key = append(key, ip...)
+		fields = fields[1:]
+	}
+	if len(fields) != 2 {
+		return nil, fmt.Errorf("netlink: element key %v of map %s", e.Key, e.Map)
+	}
+	port, err := port16(fields[1])
+	if err != nil {
+		return nil, err
+	}
+	key = append(key, protoNumber(fields[0]), 0, 0, 0)
+	return append(key, port[0], port[1], 0, 0), nil
+}
+
+// verdict is an element's value, "goto CHAIN" or "jump CHAIN".
+func verdict(v string) (*expr.Verdict, error) {
+	m := reVerdict.FindStringSubmatch(v)
+	if m == nil {
+		return nil, fmt.Errorf("netlink: element value %q", v)
+	}
+	kind := expr.VerdictJump
+	if m[1] == "goto" {
+		kind = expr.VerdictGoto
+	}
+	return &expr.Verdict{Kind: kind, Chain: m[2]}, nil
+}
