@@ -72,9 +72,18 @@ func mediaType(ct string) string {
 // decodeObject decodes JSON into a new object of res. strict rejects unknown
 // and duplicate fields as fieldValidation=Strict does.
 func decodeObject(res *schemas.Resource, body []byte, strict bool) (schemas.Object, error) {
-	obj := res.New()
-	if err := decodeInto(body, obj, strict); err != nil {
-		return nil, err
+	var obj schemas.Object
+	if res.Custom != nil {
+		u, err := decodeCustom(body) // crd.go
+		if err != nil {
+			return nil, err
+		}
+		obj = u
+	} else {
+		obj = res.New()
+		if err := decodeInto(body, obj, strict); err != nil {
+			return nil, err
+		}
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	want := res.GVK()
@@ -112,12 +121,19 @@ func decodeInto(body []byte, into any, strict bool) error {
 
 // encodeStored renders an object for etcd: JSON with apiVersion and kind,
 // without resourceVersion (the key's ModRevision is the resourceVersion).
+// A custom resource is stored in its storage version (gvk) and keeps the
+// version it was written in.
 func encodeStored(obj schemas.Object, gvk schema.GroupVersionKind) ([]byte, error) {
+	orig := obj.GetObjectKind().GroupVersionKind()
+	if orig.Empty() {
+		orig = gvk
+	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	b, err := json.Marshal(obj)
 	obj.SetResourceVersion(rv)
+	obj.GetObjectKind().SetGroupVersionKind(orig)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: encode %s: %w", gvk.Kind, err)
 	}

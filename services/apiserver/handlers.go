@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,6 +69,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &request{r: r, w: w, info: info, res: res, out: out}
+	if res.Custom != nil && !s.serveCustom(q) { // crd.go
+		return
+	}
 	if info.Subresource != "" && info.Subresource != "status" {
 		s.serveSubresource(q)
 		return
@@ -154,6 +158,8 @@ func partialMeta(obj schemas.Object) *metav1.PartialObjectMetadata {
 		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			m.ObjectMeta = *om.DeepCopy()
 		}
+	} else if u, ok := obj.(*unstructured.Unstructured); ok {
+		m.ObjectMeta = unstructuredMeta(u)
 	}
 	return m
 }
@@ -268,9 +274,11 @@ func listObject(res *schemas.Resource, items []schemas.Object, rv, cont string, 
 	lm.SetResourceVersion(rv)
 	lm.SetContinue(cont)
 	lm.SetRemainingItemCount(remaining)
-	gvk := res.GVK()
-	gvk.Kind += "List"
-	list.GetObjectKind().SetGroupVersionKind(gvk)
+	if res.Custom == nil { // a custom list kind is the definition's listKind
+		gvk := res.GVK()
+		gvk.Kind += "List"
+		list.GetObjectKind().SetGroupVersionKind(gvk)
+	}
 	return list, nil
 }
 
