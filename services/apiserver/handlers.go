@@ -58,6 +58,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, ok := s.reg.Lookup(info.APIGroup, info.APIVersion, info.Resource)
+	if !ok && strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil && s.cfg.SyncCustom(r.Context()) == nil {
+		res, ok = s.reg.Lookup(info.APIGroup, info.APIVersion, info.Resource)
+	}
 	if !ok || (!res.Namespaced && info.Namespace != "" && info.Resource != "namespaces") ||
 		(info.Subresource != "" && !res.HasSubresource(info.Subresource)) {
 		writeStatus(w, apierrors.NewNotFound(schemaGR(info.APIGroup, info.Resource), info.Name))
