@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -250,7 +252,14 @@ const protobufMediaType = "application/vnd.kubernetes.protobuf"
 
 // protoCodec decodes Kubernetes protobuf envelopes ("k8s\x00" + Unknown),
 // which client-go sends by default for built-in kinds.
-var protoCodec = protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)
+// It knows client-go's kinds and CustomResourceDefinitions (whose
+// clientset sends its DeleteOptions as protobuf).
+var protoCodec = func() *protobuf.Serializer {
+	s := runtime.NewScheme()
+	utilruntime.Must(kscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return protobuf.NewSerializer(s, s)
+}()
 
 // protobufToJSON converts a protobuf request body to the JSON the rest of
 // the request path works on; responses are JSON, which client-go accepts.

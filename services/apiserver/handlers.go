@@ -50,6 +50,10 @@ func (q *request) key() string {
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	info, _ := r.Context().Value(infoKey).(requestInfo)
 	if !info.IsResourceRequest {
+		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil {
+			// A custom group defined a moment ago (crd.go).
+			_ = s.cfg.SyncCustom(r.Context())
+		}
 		if h := s.cfg.Discovery; h != nil {
 			h.ServeHTTP(w, r)
 			return

@@ -52,6 +52,12 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	if equality.Semantic.DeepEqual(crd.Status, want.Status) {
 		return nil
 	}
+	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) && apihelpers.IsCRDConditionTrue(want, apiextensionsv1.Established) {
+		// Serve before the condition is visible, so that a client that
+		// waits for it finds the kind here (other apiservers find it
+		// through Sync). A failed write is undone by the next event.
+		c.serve(want)
+	}
 	return c.updateStatus(ctx, want)
 }
 

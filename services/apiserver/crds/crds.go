@@ -220,6 +220,13 @@ func (c *Controller) apply(crd *apiextensionsv1.CustomResourceDefinition) {
 	c.mu.Lock()
 	c.crds[crd.Name] = crd
 	c.mu.Unlock()
+	c.serve(crd)
+	c.queue.add(crd.Name)
+}
+
+// serve makes the registry serve crd's kinds, or none if it is not
+// established.
+func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) {
 	var rs []*schemas.Resource
 	if apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
 		var err error
@@ -229,7 +236,6 @@ func (c *Controller) apply(crd *apiextensionsv1.CustomResourceDefinition) {
 		}
 	}
 	c.cfg.Registry.SetCustom(crd.Name, rs)
-	c.queue.add(crd.Name)
 }
 
 // remove stops serving a deleted definition; the others of its group may
