@@ -605,4 +605,3 @@ func TestCRDControllerRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
