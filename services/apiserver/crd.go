@@ -41,6 +41,13 @@ func (s *Server) serveCustom(q *request) bool {
 	return true
 }
 
+// errCustomPatchType is kube's answer to a patch type custom resources do
+// not take.
+func errCustomPatchType(ct string) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got %q)", ct), 0, false)
+}
+
 // decodeCustom decodes a custom object; apiVersion and kind are checked
 // by the caller.
 func decodeCustom(body []byte) (*unstructured.Unstructured, error) {

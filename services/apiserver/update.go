@@ -260,7 +260,7 @@ func (s *Server) patch(q *request) {
 	}
 	if pt == "application/strategic-merge-patch+json" && q.res.Custom != nil {
 		// Custom resources have no patch strategies: kube refuses.
-		writeStatus(q.w, errUnsupportedMedia(pt))
+		writeStatus(q.w, errCustomPatchType(pt))
 		return
 	}
 	manager, force, err := applyOptions(q, pt == applyPatchType)
