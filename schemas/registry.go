@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,13 +21,17 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
-// Registry holds every served Resource. It is built once by NewRegistry and
-// never changes afterwards, so it is safe for concurrent use.
+// Registry holds every served Resource: the built-in ones, fixed by
+// NewRegistry, and the custom ones that SetCustom adds and removes at run
+// time (registry_custom.go). It is safe for concurrent use.
 type Registry struct {
+	// mu guards the maps and slices below, which SetCustom replaces.
+	mu     sync.RWMutex
 	all    []*Resource
 	byGVR  map[schema.GroupVersionResource]*Resource
 	byGVK  map[schema.GroupVersionKind]*Resource
 	groups []schema.GroupVersion
+	custom customSet
 	scheme *runtime.Scheme
 	codecs serializer.CodecFactory
 	now    func() time.Time
@@ -42,16 +48,18 @@ func WithClock(now func() time.Time) Option {
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
 // batch 17400, policy 17100, rbac.authorization.k8s.io 17000,
-// scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
+// apiextensions.k8s.io 16700, scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
 // 16200).
 var (
-	gvCore         = schema.GroupVersion{Version: "v1"}
-	gvApps         = schema.GroupVersion{Group: "apps", Version: "v1"}
-	gvBatch        = schema.GroupVersion{Group: "batch", Version: "v1"}
-	gvPolicy       = schema.GroupVersion{Group: "policy", Version: "v1"}
-	gvScheduling   = schema.GroupVersion{Group: "scheduling.k8s.io", Version: "v1"}
-	gvCoordination = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
-	gvDiscovery    = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
+	gvCore       = schema.GroupVersion{Version: "v1"}
+	gvApps       = schema.GroupVersion{Group: "apps", Version: "v1"}
+	gvBatch      = schema.GroupVersion{Group: "batch", Version: "v1"}
+	gvPolicy     = schema.GroupVersion{Group: "policy", Version: "v1"}
+	gvScheduling = schema.GroupVersion{Group: "scheduling.k8s.io", Version: "v1"}
+	// gvAPIExtensions serves CustomResourceDefinitions (apiextensions.go).
+	gvAPIExtensions = schema.GroupVersion{Group: "apiextensions.k8s.io", Version: "v1"}
+	gvCoordination  = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	gvDiscovery     = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
 )
 
 // NewRegistry returns a Registry with all built-in resources.
@@ -66,7 +74,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvScheduling, gvCoordination, gvDiscovery}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -88,6 +96,7 @@ func NewRegistry(opts ...Option) *Registry {
 		jobResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
 	}, rbacResources(r.clock), []*Resource{
+		customResourceDefinitionResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
 		endpointSliceResource(r.clock),
@@ -96,6 +105,8 @@ func NewRegistry(opts ...Option) *Registry {
 		r.byGVR[res.GVR()] = res
 		r.byGVK[res.GVK()] = res
 	}
+	r.custom.builtin = len(r.all)
+	r.custom.builtinGroups = len(r.groups)
 	return r
 }
 
@@ -105,12 +116,16 @@ func (r *Registry) clock() time.Time { return r.now() }
 // Lookup finds a resource by its URL coordinates. group is "" for the
 // legacy core group.
 func (r *Registry) Lookup(group, version, plural string) (*Resource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	res, ok := r.byGVR[schema.GroupVersionResource{Group: group, Version: version, Resource: plural}]
 	return res, ok
 }
 
 // ByKind finds a resource by group, version and kind.
 func (r *Registry) ByKind(gvk schema.GroupVersionKind) (*Resource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	res, ok := r.byGVK[gvk]
 	return res, ok
 }
@@ -119,11 +134,15 @@ func (r *Registry) ByKind(gvk schema.GroupVersionKind) (*Resource, bool) {
 // plural within a group. The slice is a copy; the Resources are shared and
 // must not be modified.
 func (r *Registry) All() []*Resource {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return append([]*Resource(nil), r.all...)
 }
 
 // Groups returns the served group versions in discovery order.
 func (r *Registry) Groups() []schema.GroupVersion {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	return append([]schema.GroupVersion(nil), r.groups...)
 }
 
@@ -146,6 +165,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(discoveryv1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	// corev1 registered the unversioned meta types (Status, WatchEvent, list
 	// options); meta.k8s.io/v1 adds Table and PartialObjectMetadata.
 	utilruntime.Must(metav1.AddMetaToScheme(s))

@@ -60,11 +60,18 @@ type Resource struct {
 	// returns for the kind; an empty list means valid.
 	ValidateCreate func(obj Object) field.ErrorList
 	ValidateUpdate func(obj, old Object) field.ErrorList
+	// ValidateStatusUpdate, if set, is all ValidateStatus runs (kinds
+	// whose strategy comes whole from elsewhere: CRDs and custom
+	// resources).
+	ValidateStatusUpdate func(obj, old Object) field.ErrorList
 	// Fields returns the field-selector attributes of an object
 	// (metadata.name, metadata.namespace and the kind's own).
 	Fields func(obj Object) fields.Set
 	// Table renders objects as the rows kubectl get prints.
 	Table TableConvertor
+	// Custom is set on the resources a CustomResourceDefinition defines
+	// (custom.go); nil for built-in kinds.
+	Custom *Custom
 }
 
 // GroupVersionKind of the resource.
@@ -110,6 +117,9 @@ func (r *Resource) AllowCreateOnUpdate() bool {
 // common object-meta checks every update gets. For a kind without a status
 // subresource it falls back to ValidateUpdate.
 func (r *Resource) ValidateStatus(obj, old Object) field.ErrorList {
+	if r.ValidateStatusUpdate != nil {
+		return r.ValidateStatusUpdate(obj, old)
+	}
 	errs, ok := validateStatusUpdate(obj, old)
 	if !ok {
 		return r.ValidateUpdate(obj, old)

@@ -56,10 +56,16 @@ type fieldManagers struct {
 type fieldManagerKey struct {
 	gvk         schema.GroupVersionKind
 	subresource string
+	// custom tells the definitions of a custom kind apart: a changed
+	// definition gets a new field manager.
+	custom *schemas.Custom
 }
 
 // get is the field manager of res's kind for subresource ("" or "status").
 func (f *fieldManagers) get(res *schemas.Resource, subresource string) (*managedfields.FieldManager, error) {
+	if res.Custom != nil {
+		return f.getCustom(res, subresource) // crd.go
+	}
 	f.once.Do(func() {
 		// Parsing the schema of every built-in kind takes a while; only
 		// servers that see an apply or an applied object pay for it.

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -72,9 +74,18 @@ func mediaType(ct string) string {
 // decodeObject decodes JSON into a new object of res. strict rejects unknown
 // and duplicate fields as fieldValidation=Strict does.
 func decodeObject(res *schemas.Resource, body []byte, strict bool) (schemas.Object, error) {
-	obj := res.New()
-	if err := decodeInto(body, obj, strict); err != nil {
-		return nil, err
+	var obj schemas.Object
+	if res.Custom != nil {
+		u, err := decodeCustom(body) // crd.go
+		if err != nil {
+			return nil, err
+		}
+		obj = u
+	} else {
+		obj = res.New()
+		if err := decodeInto(body, obj, strict); err != nil {
+			return nil, err
+		}
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	want := res.GVK()
@@ -112,12 +123,19 @@ func decodeInto(body []byte, into any, strict bool) error {
 
 // encodeStored renders an object for etcd: JSON with apiVersion and kind,
 // without resourceVersion (the key's ModRevision is the resourceVersion).
+// A custom resource is stored in its storage version (gvk) and keeps the
+// version it was written in.
 func encodeStored(obj schemas.Object, gvk schema.GroupVersionKind) ([]byte, error) {
+	orig := obj.GetObjectKind().GroupVersionKind()
+	if orig.Empty() {
+		orig = gvk
+	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	b, err := json.Marshal(obj)
 	obj.SetResourceVersion(rv)
+	obj.GetObjectKind().SetGroupVersionKind(orig)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: encode %s: %w", gvk.Kind, err)
 	}
@@ -234,7 +252,14 @@ const protobufMediaType = "application/vnd.kubernetes.protobuf"
 
 // protoCodec decodes Kubernetes protobuf envelopes ("k8s\x00" + Unknown),
 // which client-go sends by default for built-in kinds.
-var protoCodec = protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)
+// It knows client-go's kinds and CustomResourceDefinitions (whose
+// clientset sends its DeleteOptions as protobuf).
+var protoCodec = func() *protobuf.Serializer {
+	s := runtime.NewScheme()
+	utilruntime.Must(kscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return protobuf.NewSerializer(s, s)
+}()
 
 // protobufToJSON converts a protobuf request body to the JSON the rest of
 // the request path works on; responses are JSON, which client-go accepts.

@@ -166,7 +166,7 @@ func (s *Server) storeCreate(q *request, obj schemas.Object, w *serviceWrite) (e
 		}
 		return 0, err
 	}
-	val, err := encodeStored(obj, q.res.GVK())
+	val, err := encodeStored(obj, q.res.StorageGVK())
 	if err != nil {
 		return 0, err
 	}

@@ -170,6 +170,9 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 				finalizers = addString(finalizers, metav1.FinalizerOrphanDependents)
 			}
 		}
+		if cur.GetDeletionTimestamp() == nil {
+			finalizers = markCRDDeleted(marked, finalizers) // crd.go
+		}
 		if ns, ok := marked.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
 			// spec.finalizers keep the namespace, Terminating, until the
 			// namespace controller has removed its content.
@@ -234,7 +237,7 @@ func (s *Server) commitMark(q *request, kv storage.KV, marked schemas.Object) (s
 	if isDryRun(q) {
 		return marked, nil
 	}
-	val, err := encodeStored(marked, q.res.GVK())
+	val, err := encodeStored(marked, q.res.StorageGVK())
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +50,10 @@ func (q *request) key() string {
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	info, _ := r.Context().Value(infoKey).(requestInfo)
 	if !info.IsResourceRequest {
+		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil {
+			// A custom group defined a moment ago (crd.go).
+			_ = s.cfg.SyncCustom(r.Context())
+		}
 		if h := s.cfg.Discovery; h != nil {
 			h.ServeHTTP(w, r)
 			return
@@ -57,6 +62,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, ok := s.reg.Lookup(info.APIGroup, info.APIVersion, info.Resource)
+	if !ok && strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil && s.cfg.SyncCustom(r.Context()) == nil {
+		res, ok = s.reg.Lookup(info.APIGroup, info.APIVersion, info.Resource)
+	}
 	if !ok || (!res.Namespaced && info.Namespace != "" && info.Resource != "namespaces") ||
 		(info.Subresource != "" && !res.HasSubresource(info.Subresource)) {
 		writeStatus(w, apierrors.NewNotFound(schemaGR(info.APIGroup, info.Resource), info.Name))
@@ -68,6 +76,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &request{r: r, w: w, info: info, res: res, out: out}
+	if res.Custom != nil && !s.serveCustom(q) { // crd.go
+		return
+	}
 	if info.Subresource != "" && info.Subresource != "status" {
 		s.serveSubresource(q)
 		return
@@ -154,6 +165,8 @@ func partialMeta(obj schemas.Object) *metav1.PartialObjectMetadata {
 		if om, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			m.ObjectMeta = *om.DeepCopy()
 		}
+	} else if u, ok := obj.(*unstructured.Unstructured); ok {
+		m.ObjectMeta = unstructuredMeta(u)
 	}
 	return m
 }
@@ -268,9 +281,11 @@ func listObject(res *schemas.Resource, items []schemas.Object, rv, cont string, 
 	lm.SetResourceVersion(rv)
 	lm.SetContinue(cont)
 	lm.SetRemainingItemCount(remaining)
-	gvk := res.GVK()
-	gvk.Kind += "List"
-	list.GetObjectKind().SetGroupVersionKind(gvk)
+	if res.Custom == nil { // a custom list kind is the definition's listKind
+		gvk := res.GVK()
+		gvk.Kind += "List"
+		list.GetObjectKind().SetGroupVersionKind(gvk)
+	}
 	return list, nil
 }
 

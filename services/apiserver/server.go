@@ -66,6 +66,12 @@ type Config struct {
 	// 30000-32767.
 	ServiceIPs servicealloc.IPRange
 	NodePorts  servicealloc.PortRange
+	// SyncCustom, if set, waits until the registry serves every
+	// CustomResourceDefinition committed before the call (crds.Controller.Sync):
+	// a request for an unknown resource of a named group waits for it
+	// before answering 404, so that a kind defined a moment ago through
+	// another apiserver is found.
+	SyncCustom func(ctx context.Context) error
 	// Discovery serves /api, /apis and the group-version documents.
 	Discovery http.Handler
 	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).

@@ -46,7 +46,10 @@ func (s *Server) serveSubresource(q *request) {
 
 // scaleOf renders the autoscaling/v1 Scale of a deployment, replica set or
 // stateful set.
-func scaleOf(obj schemas.Object) (*autoscalingv1.Scale, error) {
+func scaleOf(res *schemas.Resource, obj schemas.Object) (*autoscalingv1.Scale, error) {
+	if res.Custom != nil && res.Custom.Scale != nil {
+		return res.Custom.Scale.Of(obj)
+	}
 	sc := &autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{Kind: "Scale", APIVersion: "autoscaling/v1"}}
 	sc.Name, sc.Namespace, sc.UID = obj.GetName(), obj.GetNamespace(), obj.GetUID()
 	sc.ResourceVersion, sc.CreationTimestamp = obj.GetResourceVersion(), obj.GetCreationTimestamp()
@@ -76,7 +79,10 @@ func scaleOf(obj schemas.Object) (*autoscalingv1.Scale, error) {
 	return sc, nil
 }
 
-func setReplicas(obj schemas.Object, n int32) {
+func setReplicas(res *schemas.Resource, obj schemas.Object, n int32) error {
+	if res.Custom != nil && res.Custom.Scale != nil {
+		return res.Custom.Scale.SetReplicas(obj, n)
+	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		o.Spec.Replicas = &n
@@ -85,6 +91,7 @@ func setReplicas(obj schemas.Object, n int32) {
 	case *appsv1.StatefulSet:
 		o.Spec.Replicas = &n
 	}
+	return nil
 }
 
 func derefInt32(p *int32) int32 {
@@ -102,7 +109,7 @@ func (s *Server) scale(q *request) {
 			writeStatus(q.w, err)
 			return
 		}
-		sc, err := scaleOf(obj)
+		sc, err := scaleOf(q.res, obj)
 		if err != nil {
 			writeStatus(q.w, err)
 			return
@@ -131,7 +138,7 @@ func (s *Server) scale(q *request) {
 			if cur == nil {
 				return nil, apierrors.NewNotFound(q.res.GroupResource(), q.info.Name)
 			}
-			curScale, err := scaleOf(cur)
+			curScale, err := scaleOf(q.res, cur)
 			if err != nil {
 				return nil, err
 			}
@@ -152,14 +159,16 @@ func (s *Server) scale(q *request) {
 					fieldErr("spec.replicas", fmt.Sprint(want.Spec.Replicas), "must be greater than or equal to 0"))
 			}
 			cur.SetResourceVersion(want.ResourceVersion)
-			setReplicas(cur, want.Spec.Replicas)
+			if err := setReplicas(q.res, cur, want.Spec.Replicas); err != nil {
+				return nil, err
+			}
 			return cur, nil
 		}, updateOpts{verb: q.info.Verb, preconditionRV: q.info.Verb == "update"})
 		if err != nil {
 			writeStatus(q.w, err)
 			return
 		}
-		sc, err := scaleOf(out)
+		sc, err := scaleOf(q.res, out)
 		if err != nil {
 			writeStatus(q.w, err)
 			return

@@ -171,7 +171,7 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		desired.SetResourceVersion(rev.String())
 		return desired, true, nil
 	}
-	val, err := encodeStored(desired, q.res.GVK())
+	val, err := encodeStored(desired, q.res.StorageGVK())
 	if err != nil {
 		return nil, false, err
 	}
@@ -256,6 +256,11 @@ func (s *Server) patch(q *request) {
 	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", applyPatchType:
 	default:
 		writeStatus(q.w, errUnsupportedMedia(pt))
+		return
+	}
+	if pt == "application/strategic-merge-patch+json" && q.res.Custom != nil {
+		// Custom resources have no patch strategies: kube refuses.
+		writeStatus(q.w, errCustomPatchType(pt))
 		return
 	}
 	manager, force, err := applyOptions(q, pt == applyPatchType)

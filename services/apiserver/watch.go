@@ -205,7 +205,7 @@ func (s *Server) watch(q *request) {
 // leaving it is DELETED.
 func (s *Server) sendEvent(ws *watchStream, ev *events.Event, ls labels.Selector, fs fields.Selector, filtered bool, visible map[string]bool) error {
 	q := ws.q
-	if !filtered && !ws.table {
+	if !filtered && !ws.table && !convertsStored(q.res) {
 		return ws.emit(watch.EventType(ev.Type), nil, ev.Object)
 	}
 	obj, err := decodeStored(q.res, storage.KV{Key: ev.Name, Value: ev.Object, Revision: ev.Revision})

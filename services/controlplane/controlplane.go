@@ -28,6 +28,7 @@ import (
 	"github.com/cairn-dev/cairn/schemas/discovery"
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/crds"
 	"github.com/cairn-dev/cairn/services/apiserver/rbac"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
@@ -116,7 +117,10 @@ type ControlPlane struct {
 	// Config.Authorizer replaced it).
 	RBAC     *rbac.Authorizer
 	Registry *schemas.Registry
-	Metrics  *prometheus.Registry
+	// CRDs follows CustomResourceDefinitions into Registry and runs their
+	// controllers.
+	CRDs    *crds.Controller
+	Metrics *prometheus.Registry
 	// History is the history projection, nil unless Config.HistoryPath.
 	History *history.Service
 	// Addr is the apiserver's listen address.
@@ -178,7 +182,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	oapi, err := openapi.Handler(cp.Registry.All())
+	oapi, err := openapi.Dynamic(cp.Registry.All(), cp.Registry.All, cp.Registry.Generation)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: openapi: %w", err)
 	}
@@ -212,17 +216,25 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
 		ServiceIPs:       svcIPs,
 		NodePorts:        nodePorts,
-		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
-		Extra:            extra,
-		Metrics:          cp.Metrics,
-		ReadyChecks:      []apiserver.ReadyCheck{{Name: "etcd", Check: cp.etcdReady}, {Name: "nats", Check: cp.natsReady}, {Name: "log", Check: cp.logCheck}},
-		Version:          Version(),
-		Log:              cfg.Log.With("component", "apiserver"),
+		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
+			cp.Registry.Generation),
+		SyncCustom:  func(ctx context.Context) error { return cp.CRDs.Sync(ctx) },
+		Extra:       extra,
+		Metrics:     cp.Metrics,
+		ReadyChecks: []apiserver.ReadyCheck{{Name: "etcd", Check: cp.etcdReady}, {Name: "nats", Check: cp.natsReady}, {Name: "log", Check: cp.logCheck}},
+		Version:     Version(),
+		Log:         cfg.Log.With("component", "apiserver"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	cp.Server = srv
+	cp.CRDs = crds.New(crds.Config{Store: cp.Store, Hub: cp.Hub, Registry: cp.Registry, Loopback: srv.Loopback(),
+		Log: cfg.Log.With("component", "crds")})
+	cp.goRun("crds", cp.CRDs.Run)
+	if err := cp.CRDs.WaitSynced(ctx); err != nil {
+		return nil, fmt.Errorf("controlplane: custom resources: %w", err)
+	}
 	if err := Bootstrap(ctx, cp.Store, cp.Registry); err != nil {
 		return nil, err
 	}

@@ -91,9 +91,9 @@ func Resolve(kind string) (group, resource string, err error) {
 	return "", "", fmt.Errorf("%w: unknown kind %q", errBadRequest, kind)
 }
 
-func keyOf(r *http.Request) (store.ObjKey, error) {
+func (h *handler) keyOf(r *http.Request) (store.ObjKey, error) {
 	q := r.URL.Query()
-	g, res, err := Resolve(q.Get("kind"))
+	g, res, err := h.resolve(q.Get("kind"))
 	if err != nil {
 		return store.ObjKey{}, err
 	}
@@ -115,7 +115,7 @@ func answer[T any](h *handler, w http.ResponseWriter, query func(tx *store.Tx) (
 }
 
 func (h *handler) timeline(w http.ResponseWriter, r *http.Request) {
-	key, err := keyOf(r)
+	key, err := h.keyOf(r)
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
@@ -186,7 +186,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Get("name") != "" {
-		key, err := keyOf(r)
+		key, err := h.keyOf(r)
 		if err != nil {
 			writeJSON(w, nil, err)
 			return
@@ -194,7 +194,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		answer(h, w, func(tx *store.Tx) (*travel.State, error) { return travel.Get(tx, key, at) })
 		return
 	}
-	g, res, err := Resolve(q.Get("kind"))
+	g, res, err := h.resolve(q.Get("kind"))
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
@@ -207,7 +207,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) diff(w http.ResponseWriter, r *http.Request) {
 	var from, to travel.Point
-	key, err := keyOf(r)
+	key, err := h.keyOf(r)
 	if err == nil {
 		from, err = point(r.URL.Query().Get("from"))
 	}
@@ -222,7 +222,7 @@ func (h *handler) diff(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) objects(w http.ResponseWriter, r *http.Request) {
-	g, res, err := Resolve(r.URL.Query().Get("kind"))
+	g, res, err := h.resolve(r.URL.Query().Get("kind"))
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
