@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -164,6 +165,37 @@ func TestParallel(t *testing.T) {
 	w.waitSet(t, ns, "web", "1 ready", settled)
 
 	t.Run("immutable fields", func(t *testing.T) { testValidation(t, w) })
+	t.Run("minReadySeconds", func(t *testing.T) { testMinReady(t, w) })
+}
+
+// testMinReady: with minReadySeconds, OrderedReady creates the next pod
+// only once the previous one has been ready that long, and the pods count
+// as available from then on (the round requeues itself for it).
+func testMinReady(t *testing.T, w *world) {
+	const ns = "minready"
+	w.namespace(t, ns)
+	s := newSet(ns, "slow", 2)
+	s.Spec.MinReadySeconds = 2
+	w.create(t, s)
+	w.waitSet(t, ns, "slow", "2 available", settled)
+	evs := w.podEvents(t, ns)
+	var readySince, created time.Time
+	for _, ev := range evs {
+		p := podOf(t, ev)
+		if ev.Name == "slow-0" && readySince.IsZero() && isRunningAndReady(p) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					readySince = c.LastTransitionTime.Time
+				}
+			}
+		}
+		if ev.Name == "slow-1" && ev.Type == events.Added {
+			created = ev.Time
+		}
+	}
+	if readySince.IsZero() || created.IsZero() || created.Before(readySince.Add(2*time.Second)) {
+		t.Errorf("slow-1 created at %v, slow-0 ready since %v: want 2 s (minReadySeconds) between", created, readySince)
+	}
 }
 
 // TestRollingUpdate ports kube's rolling update cases: partitions,
