@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -166,6 +167,33 @@ func TestParallel(t *testing.T) {
 
 	t.Run("immutable fields", func(t *testing.T) { testValidation(t, w) })
 	t.Run("minReadySeconds", func(t *testing.T) { testMinReady(t, w) })
+	t.Run("volumeClaimTemplates without claims served", func(t *testing.T) { testClaimsSkipped(t, w) })
+}
+
+// testClaimsSkipped: while the apiserver does not serve
+// persistentvolumeclaims, a set with volumeClaimTemplates still gets its
+// pods, each mounting the claim of its ordinal (the claim step is
+// skipped, see doc.go).
+func testClaimsSkipped(t *testing.T, w *world) {
+	const ns = "claims"
+	w.namespace(t, ns)
+	s := newSet(ns, "data", 2)
+	s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "www"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}}
+	s.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "www", MountPath: "/data"}}
+	w.create(t, s)
+	w.waitSet(t, ns, "data", "2 ready", settled)
+	for i, p := range w.pods(t, ns) {
+		v := p.Spec.Volumes
+		if len(v) == 0 || v[0].Name != "www" || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != fmt.Sprintf("www-data-%d", i) {
+			t.Errorf("pod %s volumes %+v, want the claim www-data-%d", p.Name, v, i)
+		}
+	}
 }
 
 // testMinReady: with minReadySeconds, OrderedReady creates the next pod
