@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/history"
+	"github.com/cairn-dev/cairn/services/controllers/podclaim"
 	"github.com/cairn-dev/cairn/services/controllers/writes"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
@@ -83,7 +84,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("statefulset: new: %w", err)
 	}
 	pods, err := consumer.CacheFor[*corev1.Pod](m, podsResource, consumer.Partitioned(),
-		consumer.WithIndexers(map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace}))
+		consumer.WithIndexers(podclaim.OrphanIndexers()))
 	if err != nil {
 		return nil, fmt.Errorf("statefulset: new: %w", err)
 	}

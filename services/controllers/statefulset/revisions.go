@@ -54,7 +54,7 @@ func (c *Controller) adoptOrphanRevisions(ctx context.Context, set *appsv1.State
 	if len(orphans) == 0 {
 		return nil
 	}
-	ok, err := c.canAdopt(ctx, set)
+	ok, err := c.canAdopt(set)(ctx)
 	if err != nil || !ok {
 		return err
 	}

@@ -168,6 +168,47 @@ func TestParallel(t *testing.T) {
 	t.Run("immutable fields", func(t *testing.T) { testValidation(t, w) })
 	t.Run("minReadySeconds", func(t *testing.T) { testMinReady(t, w) })
 	t.Run("volumeClaimTemplates without claims served", func(t *testing.T) { testClaimsSkipped(t, w) })
+	t.Run("adoption", func(t *testing.T) { testAdoption(t, w) })
+}
+
+// testAdoption: an orphan named as a member and matching the selector is
+// adopted, not replaced (OnDelete: a RollingUpdate would replace it, as it
+// has no revision label); one that matches but is not named as a member
+// (kube's isMemberOf filter) is left alone.
+func testAdoption(t *testing.T, w *world) {
+	const ns = "adopt"
+	w.namespace(t, ns)
+	mk := func(name string) *corev1.Pod {
+		p := newPod(newSet(ns, "web", 1), 0)
+		p.Name, p.OwnerReferences = name, nil
+		p.Labels = map[string]string{"app": "web"}
+		got, err := w.env.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	member, stranger := mk("web-0"), mk("stranger")
+	s := newSet(ns, "web", 1)
+	s.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+	set := w.create(t, s)
+	w.waitSet(t, ns, "web", "1 ready", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == 1 && s.Status.Replicas == 1
+	})
+	got, err := w.env.Client.CoreV1().Pods(ns).Get(context.Background(), "web-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(got); got.UID != member.UID || ref == nil || ref.UID != set.UID {
+		t.Errorf("web-0 uid %s controller %+v, want the orphan %s adopted by %s", got.UID, ref, member.UID, set.UID)
+	}
+	if got.Labels[appsv1.StatefulSetPodNameLabel] != "web-0" {
+		t.Errorf("adopted web-0 labels %v, want its identity added", got.Labels)
+	}
+	left, err := w.env.Client.CoreV1().Pods(ns).Get(context.Background(), stranger.Name, metav1.GetOptions{})
+	if err != nil || metav1.GetControllerOf(left) != nil {
+		t.Errorf("stranger %+v, %v: want it left without a controller", left, err)
+	}
 }
 
 // testClaimsSkipped: while the apiserver does not serve
