@@ -231,10 +231,18 @@ func testRolloutSetImage(t *testing.T, c *cluster) {
 // historyRevisions returns the revisions `kubectl rollout history` lists.
 func historyRevisions(t *testing.T, c *cluster, deploy string) []string {
 	t.Helper()
-	out := c.OK(t, "rollout", "history", "deployment/"+deploy)
+	return rolloutRevisions(t, c, "deployment.apps", deploy)
+}
+
+// rolloutRevisions returns the revisions `kubectl rollout history` lists
+// for the object name of kind (as kubectl names it, e.g.
+// statefulset.apps).
+func rolloutRevisions(t *testing.T, c *cluster, kind, name string) []string {
+	t.Helper()
+	out := c.OK(t, "rollout", "history", kind+"/"+name)
 	ls := lines(out)
-	if len(ls) < 2 || !strings.HasPrefix(ls[0], "deployment.apps/"+deploy) {
-		t.Fatalf("rollout history:\n%s\nwant a deployment.apps/%s title and a table", out, deploy)
+	if len(ls) < 2 || !strings.HasPrefix(ls[0], kind+"/"+name) {
+		t.Fatalf("rollout history:\n%s\nwant a %s/%s title and a table", out, kind, name)
 	}
 	_, rows := table(t, strings.Join(ls[1:], "\n"))
 	var revs []string

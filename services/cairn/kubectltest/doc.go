@@ -34,6 +34,12 @@
 // status, get ds, set image, rollout history, undo and restart, invalid
 // specs (422) and delete.
 //
+// TestKubectlStatefulSet, with a cairn up and stand-in kubelet of its own,
+// brings up a StatefulSet of 3 in order behind its headless Service,
+// deletes a pod and sees it come back under its name, and drives rollout
+// status, set image, rollout history, rollout undo, scale and the
+// refused changes of immutable fields.
+//
 // The tests are skipped when kubectl is not installed or with -short. Run
 // them with
 //

@@ -6,7 +6,8 @@ import (
 )
 
 // workloadsYAML is a DaemonSet, a StatefulSet and a ControllerRevision of
-// it; nothing runs their pods (their controllers are not built yet).
+// it; nothing runs their pods (this cairn up has no node: they stay
+// Pending).
 const workloadsYAML = `apiVersion: apps/v1
 kind: DaemonSet
 metadata:

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
+	"github.com/cairn-dev/cairn/services/controllers/statefulset"
 	"github.com/cairn-dev/cairn/services/controllers/ttlafterfinished"
 )
 
@@ -96,6 +97,7 @@ var Controllers = []controller{
 	{"ttlafterfinished", func(m mgr, c Config) error {
 		return ok(ttlafterfinished.New(m, ttlafterfinished.Options{Workers: c.Workers}))
 	}},
+	{"statefulset", func(m mgr, c Config) error { return ok(statefulset.New(m, statefulset.Options{Workers: c.Workers})) }},
 	{"cronjob", func(m mgr, c Config) error { return ok(cronjob.New(m, cronjob.Options{Workers: c.Workers})) }},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))

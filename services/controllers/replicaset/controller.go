@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/podclaim"
 	"github.com/cairn-dev/cairn/services/controllers/podcontrol"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
@@ -52,7 +53,7 @@ type Options struct {
 
 // PodIndexers are the indexes the controller needs on a shared pod cache.
 func PodIndexers() map[string]consumer.IndexFunc[*corev1.Pod] {
-	return map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace}
+	return podclaim.OrphanIndexers()
 }
 
 // Controller is the ReplicaSet controller. Build it with New; its
