@@ -25,6 +25,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		name, runtime, rootDir, addr string
 		nodeIP, netns, clientCAFile  string
 		hollowNodes                  int
+		dnsFlags                     kubeletDNSFlags
 		hollowDelay                  time.Duration
 	)
 	host, _ := os.Hostname()
@@ -44,6 +45,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"only clients in group system:masters (the apiserver's kubelet client, an admin) may read logs and exec, "+
 		"a request without a verified certificate gets 401 (default: the CA of the kubeconfig, certificate-authority-data "+
 		"or certificate-authority, which is the cluster CA of cairn up)")
+	dnsFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -93,6 +95,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: js, NodeName: name, Dir: rootDir, NetNS: netns,
 		Listener: ln, NodeIP: nodeIP, ClientCAs: clientCAs, Log: log,
+		ClusterDNS: dnsFlags.servers(), ClusterDomain: dnsFlags.clusterDomain, ResolvConf: dnsFlags.resolvConf,
 		Ready: func() { fmt.Fprintf(stdout, "kubelet running (node %s, https://%s)\n", name, ln.Addr()) }})
 }
 

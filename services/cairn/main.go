@@ -24,6 +24,7 @@ func commands() []command {
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
 		{"kubelet", "run a node: real pods on containerd (--runtime cri) or many hollow nodes (--runtime hollow)", runKubelet},
+		{"coredns", "run CoreDNS, the cluster DNS (the image cairn.local/coredns runs it)", runCoreDNS},
 		{"timeline", "the life of an object and its causal chain, from the log", runTimeline},
 		{"audit", "who changed what, and when", runAudit},
 		{"get", "objects as they were at a revision or time (--at)", runGet},

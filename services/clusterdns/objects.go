@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/cairn-dev/cairn/ops/images"
 )
@@ -303,4 +305,21 @@ func ensure[T any](ctx context.Context, what string, want T,
 		return fmt.Errorf("clusterdns: update %s %s: %w", what, name, err)
 	}
 	return nil
+}
+
+// Kubeconfig is a kubeconfig for CoreDNS in a pod: server (the kubernetes
+// Service's https://<cluster IP>:443), verified as serverName (a name of
+// the apiserver's certificate, as kubernetes.default.svc) against caPEM,
+// with the client certificate certPEM/keyPEM (user User).
+func Kubeconfig(server, serverName string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
+	c := clientcmdapi.NewConfig()
+	c.Clusters["cairn"] = &clientcmdapi.Cluster{Server: server, TLSServerName: serverName, CertificateAuthorityData: caPEM}
+	c.AuthInfos[User] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	c.Contexts["cairn"] = &clientcmdapi.Context{Cluster: "cairn", AuthInfo: User}
+	c.CurrentContext = "cairn"
+	b, err := clientcmd.Write(*c)
+	if err != nil {
+		return nil, fmt.Errorf("clusterdns: kubeconfig: %w", err)
+	}
+	return b, nil
 }
