@@ -58,7 +58,7 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 		NetNS: NetNSName(s.cp.paths.Root), Listener: ln, NodeIP: "127.0.0.1", ClientCAs: s.cp.pki.CAPool, Ready: ready,
 		ClusterDNS: dnsServers(s.cp.cfg), ClusterDomain: clusterDomain(s.cp.cfg), ResolvConf: s.cp.cfg.DNS.ResolvConf,
 		CoreDNSBinary: coreDNSBinary(s.cp.log),
-		Log: s.cp.log.With("service", "node", "node", s.name)})
+		Log:           s.cp.log.With("service", "node", "node", s.name)})
 	if errors.Is(err, kubelet.ErrNotRoot) {
 		return fmt.Errorf("%w: run as root, or with --node=false", err)
 	}
