@@ -11,7 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -104,12 +104,9 @@ func coredns(bin string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(raw)), nil
-	}, tarball.WithMediaType(types.OCIUncompressedLayer))
-	if err != nil {
-		return nil, fmt.Errorf("images: layer: %w", err)
-	}
+	// A static layer stores the tar as it is (tarball.LayerFromOpener
+	// would gzip it under the uncompressed media type).
+	layer := static.NewLayer(raw, types.OCIUncompressedLayer)
 	return configure(layer, v1.Config{
 		Entrypoint:   []string{"/cairn", "coredns"},
 		Cmd:          []string{"-conf", "/etc/coredns/Corefile"},

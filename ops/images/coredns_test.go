@@ -1,6 +1,7 @@
 package images_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"os"
@@ -46,6 +47,19 @@ func TestCoreDNSImage(t *testing.T) {
 	layers, _ := img.V1().Layers()
 	if mt, _ := layers[0].MediaType(); mt != types.OCIUncompressedLayer {
 		t.Errorf("layer media type %s", mt)
+	}
+	// The archive's blob is the plain tar its media type says, as
+	// containerd unpacks it.
+	d, err := layers[0].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, ok := readArchive(t, img.Archive)["blobs/sha256/"+d.Hex]
+	if !ok {
+		t.Fatalf("archive lacks the layer blob %s", d)
+	}
+	if _, err := tar.NewReader(bytes.NewReader(blob)).Next(); err != nil {
+		t.Fatalf("layer blob is not a tar: %v", err)
 	}
 	cf, err := img.V1().ConfigFile()
 	if err != nil {
