@@ -211,6 +211,23 @@ func TestClusterDNS(t *testing.T) {
 		}
 	})
 
+	t.Run("CoreDNS serves in its pods", func(t *testing.T) {
+		var l corev1.PodList
+		getJSON(t, c, &l, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns")
+		for _, p := range l.Items {
+			// health answers without the API; ready waits for the
+			// kubernetes plugin, which needs the apiserver through the
+			// kubernetes Service.
+			poll(t, 60*time.Second, "CoreDNS health of "+p.Name, func() error {
+				r := c.Run(t, "exec", "client", "--", "wget", "-qO-", "http://"+p.Status.PodIP+":8080/health")
+				if r.Err != nil || strings.TrimSpace(r.Stdout) != "OK" {
+					return fmt.Errorf("%s", r)
+				}
+				return nil
+			})
+		}
+	})
+
 	t.Run("lookup from a pod through the proxy", func(t *testing.T) {
 		if out, err := exec.Command("ip", "netns", "exec", filepath.Base(c.netnsPath()), "nft", "list", "tables").CombinedOutput(); err != nil ||
 			!strings.Contains(string(out), "cairn-proxy") {
