@@ -47,6 +47,11 @@ type Options struct {
 	// PauseBinary, when set, is used as the pause program instead of the
 	// built-in one (see [PauseProgram]).
 	PauseBinary string
+	// CoreDNS, when set, is a binary whose `coredns` subcommand is CoreDNS
+	// (the cairn binary: `cairn up` passes its own executable), built into
+	// [CoreDNSRef] with the dynamic libraries it needs; empty builds no
+	// such image.
+	CoreDNS string
 }
 
 // ErrNoBusybox means the busybox binary is missing (install busybox-static,
@@ -59,8 +64,9 @@ func Build(ctx context.Context, outDir string) ([]Image, error) {
 	return Options{}.Build(ctx, outDir)
 }
 
-// Build builds the busybox and pause images and writes their archives into
-// outDir as busybox.tar and pause.tar. An archive whose bytes are unchanged
+// Build builds the busybox and pause images (and with CoreDNS set the
+// CoreDNS image) and writes their archives into outDir as busybox.tar and
+// pause.tar (and coredns.tar). An archive whose bytes are unchanged
 // is not rewritten. It is safe to call concurrently for different outDirs.
 func (o Options) Build(ctx context.Context, outDir string) ([]Image, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
@@ -77,6 +83,13 @@ func (o Options) Build(ctx context.Context, outDir string) ([]Image, error) {
 	out := []Image{
 		{Ref: BusyboxRef, Archive: filepath.Join(outDir, "busybox.tar"), img: bb},
 		{Ref: PauseRef, Archive: filepath.Join(outDir, "pause.tar"), img: pause},
+	}
+	if o.CoreDNS != "" {
+		img, err := coredns(o.CoreDNS)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Image{Ref: CoreDNSRef, Archive: filepath.Join(outDir, "coredns.tar"), img: img})
 	}
 	for i := range out {
 		if err := out[i].write(); err != nil {

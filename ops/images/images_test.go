@@ -3,7 +3,6 @@ package images_test
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -157,15 +156,11 @@ func layerFiles(t *testing.T, img images.Image) (map[string]*tar.Header, map[str
 	if err != nil || len(layers) != 1 {
 		t.Fatalf("layers: %v (%d)", err, len(layers))
 	}
-	rc, err := layers[0].Compressed()
+	zr, err := layers[0].Uncompressed()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
-	zr, err := gzip.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer zr.Close()
 	headers := map[string]*tar.Header{}
 	data := map[string][]byte{}
 	tr := tar.NewReader(zr)

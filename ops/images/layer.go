@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -128,26 +126,5 @@ func newImage(entries []entry, cfg v1.Config, createdBy string) (v1.Image, error
 	if err != nil {
 		return nil, fmt.Errorf("images: layer: %w", err)
 	}
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: createdBy},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("images: append layer: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("images: config: %w", err)
-	}
-	cf = cf.DeepCopy()
-	p := platform()
-	cf.OS, cf.Architecture = p.OS, p.Architecture
-	cf.Created = v1.Time{Time: Epoch}
-	cf.Config = cfg
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, fmt.Errorf("images: config: %w", err)
-	}
-	return img, nil
+	return configure(layer, cfg, createdBy)
 }

@@ -28,6 +28,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		proxyKubeconfig, clusterCIDR string
 		runProxy                     bool
 		hollowNodes                  int
+		dnsFlags                     kubeletDNSFlags
 		hollowDelay                  time.Duration
 	)
 	host, _ := os.Hostname()
@@ -51,6 +52,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&proxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the node's proxy (default <data-dir>/nodes/<node-name>/"+
 		join.ProxyKubeconfigFile+", issued for user "+apiserver.UserKubeProxy+" when it does not exist)")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "the pods' range, for the proxy")
+	dnsFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -118,6 +120,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: js, NodeName: name, Dir: rootDir, NetNS: netns,
 		Listener: ln, NodeIP: nodeIP, ClientCAs: clientCAs, Proxy: px, Log: log,
+		ClusterDNS: dnsFlags.servers(), ClusterDomain: dnsFlags.clusterDomain, ResolvConf: dnsFlags.resolvConf,
 		Ready: func() { fmt.Fprintf(stdout, "kubelet running (node %s, https://%s)\n", name, ln.Addr()) }})
 }
 

@@ -13,6 +13,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		etcd   listFlag
 		hosts  listFlag
 		svcNet serviceNetFlags
+		dns    kubeletDNSFlags
 	)
 	fs := newFlagSet("up", stderr)
 	fs.dataDirFlag("directory for all state (etcd, NATS, PKI, kubeconfig)")
@@ -25,11 +26,22 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
 	svcNet.register(fs.FlagSet)
+	dns.register(fs.FlagSet)
+	fs.StringVar(&cfg.DNS.Forward, "dns-forward", "", "the cluster DNS's upstream for names outside the cluster domain, as kubeadm's "+
+		"\"forward . /etc/resolv.conf\" (a resolv.conf or addresses); empty forwards nothing (no query leaves the cluster)")
+	fs.BoolVar(&cfg.DNS.Disabled, "disable-cluster-dns", false, "do not deploy the cluster DNS (CoreDNS, Service kube-dns)")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	cfg.DataDir = fs.dataDir
 	cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = svcNet.clusterIPRange, svcNet.nodePortRange, svcNet.advertise
+	cfg.DNS.ClusterDomain, cfg.DNS.ResolvConf = dns.clusterDomain, dns.resolvConf
+	if fs.given("cluster-dns") {
+		cfg.DNS.ClusterDNS = dns.servers()
+		if cfg.DNS.ClusterDNS == nil {
+			cfg.DNS.ClusterDNS = []string{}
+		}
+	}
 	cfg.EtcdEndpoints = etcd
 	cfg.Hosts = hosts
 

@@ -48,6 +48,8 @@ func TestRun(t *testing.T) {
 			wantCode: 1, wantStderr: "cairn events: nats nats://127.0.0.1:1:"},
 		{name: "events tail with --nats-url needs no data dir", args: []string{"events", "tail", "--data-dir", "DATA", "--nats-url", "nats://127.0.0.1:1"},
 			wantCode: 1, wantStderr: "cairn events: nats nats://127.0.0.1:1:"},
+		{name: "coredns help", args: []string{"coredns", "-h"}, wantCode: 0, wantStderr: "plugins: [bind cache errors"},
+		{name: "coredns missing Corefile", args: []string{"coredns", "-conf", "DATA/none"}, wantCode: 1, wantStderr: "clusterdns: open"},
 		{name: "up bad listen", args: []string{"up", "--data-dir", "DATA", "--listen", "6443"}, wantCode: 1, wantStderr: `listen address "6443"`},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,8 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +20,22 @@ import (
 // apiserver, fields of the pod and the container's resources. A missing
 // key or object is an error unless marked optional.
 func (k *Kubelet) resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, sb *container.Sandbox) ([]container.EnvVar, error) {
+	svcEnv, err := k.serviceEnv(pod)
+	if err != nil {
+		return nil, err
+	}
 	vals := map[string]string{}
 	var order []string
+	// $(VAR) sees the container's own variables first, then the
+	// Services' (kube's expansion.MappingFuncFor(tmpEnv, serviceEnv)).
+	scope := func() map[string]string {
+		if len(svcEnv) == 0 {
+			return vals
+		}
+		m := maps.Clone(svcEnv)
+		maps.Copy(m, vals)
+		return m
+	}
 	set := func(name, v string) {
 		if _, ok := vals[name]; !ok {
 			order = append(order, name)
@@ -37,7 +53,7 @@ func (k *Kubelet) resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, vals))
+			set(e.Name, expand(e.Value, scope()))
 			continue
 		}
 		v, ok, err := k.envValueFrom(ctx, pod, c, e.ValueFrom, sb)
@@ -48,9 +64,16 @@ func (k *Kubelet) resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 			set(e.Name, v)
 		}
 	}
-	out := make([]container.EnvVar, 0, len(order))
+	out := make([]container.EnvVar, 0, len(order)+len(svcEnv))
 	for _, n := range order {
 		out = append(out, container.EnvVar{Name: n, Value: vals[n]})
+	}
+	// The Services' variables come last and never replace the
+	// container's own, as in the kubelet.
+	for _, n := range slices.Sorted(maps.Keys(svcEnv)) {
+		if _, own := vals[n]; !own {
+			out = append(out, container.EnvVar{Name: n, Value: svcEnv[n]})
+		}
 	}
 	return out, nil
 }

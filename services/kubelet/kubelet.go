@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 	"github.com/cairn-dev/cairn/services/kubelet/container"
+	"github.com/cairn-dev/cairn/services/kubelet/dns"
 )
 
 // ErrConfig is returned by New for an incomplete Config.
@@ -70,6 +71,18 @@ type Config struct {
 	// RootDir holds per-pod directories (volumes) and container logs
 	// (RootDir/logs/pods). Required unless the runtime is simulated.
 	RootDir string
+	// ClusterDNS are the cluster DNS Service's addresses (kubelet
+	// --cluster-dns), the nameservers of ClusterFirst pods; empty makes
+	// those pods use the node's resolver, with a MissingClusterDNS Event.
+	ClusterDNS []string
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain), e.g.
+	// cluster.local: the search domains of ClusterFirst pods and the
+	// domain of a pod's hostname.subdomain in its /etc/hosts.
+	ClusterDomain string
+	// ResolvConf is the node's resolver configuration (--resolv-conf),
+	// what dnsPolicy Default pods get; empty means none (127.0.0.1).
+	ResolvConf string
+
 	// Dial reaches pod IPs (httpGet and tcpSocket probes). Nil is a plain
 	// net.Dialer: fine when pods are reachable from this network namespace.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -153,6 +166,11 @@ type Kubelet struct {
 	client kubernetes.Interface
 	rt     container.Runtime
 	pods   *consumer.Cache[*corev1.Pod]
+	// services feeds the containers' Service environment variables: the
+	// whole cluster's Services, shared with any other consumer of the
+	// manager (a hollow node's siblings, the proxy).
+	services *consumer.Cache[*corev1.Service]
+	dns      *dns.Configurer
 	// m is the manager of the pod cache; own when the kubelet built it.
 	m   *consumer.Manager
 	own bool
@@ -194,12 +212,22 @@ func New(cfg Config) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: new: %w", err)
 	}
+	services, err := consumer.CacheFor[*corev1.Service](m, corev1.SchemeGroupVersion.WithResource("services"))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: new: %w", err)
+	}
+	dnsConf, err := newDNSConfigurer(cfg)
+	if err != nil {
+		return nil, err
+	}
 	k := &Kubelet{
 		cfg: cfg, log: log, now: cfg.Clock, client: client, rt: cfg.Runtime, pods: pods, m: m, own: own,
+		services: services, dns: dnsConf,
 		crashes: newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		pulls:   newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		nodeIP:  cfg.NodeIP,
 	}
+	k.dns.Warn = k.dnsWarning
 	k.workers = newWorkers(k)
 	k.probes = newProber(k)
 	pods.AddHandler(consumer.Handler[*corev1.Pod]{

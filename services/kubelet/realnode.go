@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/kubelet/cri"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
 	"github.com/cairn-dev/cairn/services/proxy"
@@ -50,6 +51,15 @@ type NodeConfig struct {
 	// NetNS next to the kubelet: its own credentials (user
 	// system:kube-proxy) and the cluster's pod range. Nil: no proxy.
 	Proxy *ProxyConfig
+	// ClusterDNS, ClusterDomain and ResolvConf are the kubelet's
+	// (Config), the pods' resolver configuration.
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string
+	// CoreDNSBinary, if set, is built into the image cairn.local/coredns
+	// that the node imports (images.Options.CoreDNS): cairn up passes its
+	// own executable.
+	CoreDNSBinary string
 	// Ready is called once the node runs (optional).
 	Ready func()
 	Log   *slog.Logger
@@ -93,6 +103,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		ncfg.PodCIDR = ""
 		return errors.Join(err, node.Clean(cctx, ncfg, log))
 	}
+	if cfg.CoreDNSBinary != "" {
+		if ncfg.Images, err = (images.Options{CoreDNS: cfg.CoreDNSBinary}).Build(ctx, filepath.Join(ncfg.Dir, "images")); err != nil {
+			return fmt.Errorf("kubelet: node images: %w", err)
+		}
+	}
 	rt, err := node.Start(ctx, ncfg, log)
 	if err != nil {
 		return fmt.Errorf("kubelet: node runtime: %w", err)
@@ -109,7 +124,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	k, err := New(Config{RestConfig: cfg.RestConfig, Client: client, JS: cfg.JS, NodeName: cfg.NodeName, Runtime: crt,
-		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log})
+		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log,
+		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,10 @@ func (k *Kubelet) startContainer(ctx context.Context, w *worker, pod *corev1.Pod
 	if err != nil {
 		return k.failContainer(ctx, w, pod, c.Name, "CreateContainerConfigError", err, retryAfter*5)
 	}
-	sbCfg := k.sandboxConfig(pod, sb.Attempt)
+	sbCfg, err := k.sandboxConfig(pod, sb.Attempt)
+	if err != nil {
+		return k.failContainer(ctx, w, pod, c.Name, "CreateContainerConfigError", err, retryAfter*5)
+	}
 	id, err := k.rt.CreateContainer(ctx, sb.ID, sbCfg, cfg)
 	if err != nil {
 		return k.failContainer(ctx, w, pod, c.Name, "CreateContainerError", err, retryAfter*5)
@@ -135,14 +138,20 @@ func (k *Kubelet) logDir(namespace, name, uid string) string {
 	return filepath.Join(k.cfg.RootDir, "logs", "pods", namespace+"_"+name+"_"+uid)
 }
 
-func (k *Kubelet) sandboxConfig(pod *corev1.Pod, attempt uint32) *container.SandboxConfig {
+// sandboxConfig describes pod's sandbox: hostname, resolver configuration
+// (an unreadable node resolv.conf is an error), log directory, labels,
+// annotations and host ports.
+func (k *Kubelet) sandboxConfig(pod *corev1.Pod, attempt uint32) (*container.SandboxConfig, error) {
+	host, _ := k.hostnameAndDomain(pod)
 	sc := &container.SandboxConfig{
 		PodUID: string(pod.UID), Name: pod.Name, Namespace: pod.Namespace, Attempt: attempt,
-		Hostname: pod.Name, Labels: map[string]string{}, Annotations: map[string]string{},
+		Hostname: host, Labels: map[string]string{}, Annotations: map[string]string{},
 	}
-	if pod.Spec.Hostname != "" {
-		sc.Hostname = pod.Spec.Hostname
+	dnsConf, err := k.podDNS(pod)
+	if err != nil {
+		return nil, err
 	}
+	sc.DNS = dnsConf
 	if !k.info.Simulated {
 		sc.LogDirectory = k.logDir(pod.Namespace, pod.Name, string(pod.UID))
 	}
@@ -165,7 +174,7 @@ func (k *Kubelet) sandboxConfig(pod *corev1.Pod, attempt uint32) *container.Sand
 				Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIP: p.HostIP})
 		}
 	}
-	return sc
+	return sc, nil
 }
 
 // containerConfig builds what the runtime needs to create c.
@@ -198,6 +207,13 @@ func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 	mounts, err := k.mounts(pod, c)
 	if err != nil {
 		return nil, err
+	}
+	hosts, err := k.hostsMount(pod, c, sb)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		mounts = append(mounts, *hosts)
 	}
 	cfg.Mounts = mounts
 	return cfg, nil

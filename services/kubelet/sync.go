@@ -265,7 +265,13 @@ func (k *Kubelet) createSandbox(ctx context.Context, w *worker, pod *corev1.Pod,
 		attempt = sb.Attempt + 1
 	}
 	start := k.now()
-	id, err := k.rt.RunSandbox(ctx, k.sandboxConfig(pod, attempt))
+	sbCfg, err := k.sandboxConfig(pod, attempt)
+	if err != nil {
+		k.logErr(ctx, "sandbox config", err)
+		k.podEventf(ctx, pod, corev1.EventTypeWarning, ReasonFailedCreateSandbox, "Failed to create pod sandbox config: %v", err)
+		return retryAfter * 2, false
+	}
+	id, err := k.rt.RunSandbox(ctx, sbCfg)
 	if err != nil {
 		k.logErr(ctx, "run sandbox", err)
 		k.podEventf(ctx, pod, corev1.EventTypeWarning, ReasonFailedCreateSandbox, "Failed to create pod sandbox: %v", err)

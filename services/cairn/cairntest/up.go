@@ -25,6 +25,11 @@ type UpConfig struct {
 	// StopTimeout bounds Stop after SIGINT or SIGTERM (or SIGKILL), and how
 	// long the cleanup waits after its SIGINT before it kills.
 	StopTimeout time.Duration
+	// ClusterDNS deploys the cluster DNS, as cairn up does by default;
+	// false passes --disable-cluster-dns, so that a test sees only the
+	// pods, Deployments and Services it makes, and a loaded machine runs
+	// no CoreDNS it does not need.
+	ClusterDNS bool
 }
 
 // Up is one `cairn up` child process, its stdout and stderr kept in
@@ -50,6 +55,9 @@ func StartUp(t, owner testing.TB, cfg UpConfig) *Up {
 		}
 		cfg.DataDir = filepath.Join(cfg.Dir, ".cairn")
 		args = []string{"up", "--listen", cfg.Addr}
+	}
+	if !cfg.ClusterDNS {
+		args = append(args, "--disable-cluster-dns")
 	}
 	u := &Up{UpConfig: cfg, stdout: &Buffer{}, stderr: &Buffer{}}
 	cmd := exec.Command(cfg.Bin, append(args, cfg.Args...)...)

@@ -65,8 +65,10 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 	s.addr = "https://" + ln.Addr().String()
 	err = kubelet.RunNode(ctx, kubelet.NodeConfig{RestConfig: rc, JS: s.cp.cp.JS, NodeName: s.name, Dir: s.cp.paths.Root,
 		NetNS: NetNSName(s.cp.paths.Root), Listener: ln, NodeIP: "127.0.0.1", ClientCAs: s.cp.pki.CAPool, Ready: ready,
-		Proxy: &kubelet.ProxyConfig{RestConfig: prc, ClusterCIDR: nodeipam.DefaultClusterCIDR, Metrics: s.cp.cp.Metrics},
-		Log:   s.cp.log.With("service", "node", "node", s.name)})
+		Proxy:      &kubelet.ProxyConfig{RestConfig: prc, ClusterCIDR: nodeipam.DefaultClusterCIDR, Metrics: s.cp.cp.Metrics},
+		ClusterDNS: dnsServers(s.cp.cfg), ClusterDomain: clusterDomain(s.cp.cfg), ResolvConf: s.cp.cfg.DNS.ResolvConf,
+		CoreDNSBinary: coreDNSBinary(s.cp.log),
+		Log:           s.cp.log.With("service", "node", "node", s.name)})
 	if errors.Is(err, kubelet.ErrNotRoot) {
 		return fmt.Errorf("%w: run as root, or with --node=false", err)
 	}

@@ -30,7 +30,7 @@ func services(cfg Config, paths Paths, p *pki.PKI, id string, log *slog.Logger, 
 	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, id: id, log: log, rep: rep}
 	cm := &controllerManagerService{cp: cp}
 	sched := &schedulerService{cp: cp}
-	svcs := []supervisor.Service{cp, cm, sched}
+	svcs := []supervisor.Service{cp, cm, sched, &clusterDNSService{cp: cp}}
 	if cfg.Node {
 		name := cfg.NodeName
 		if name == "" {

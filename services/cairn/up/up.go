@@ -50,6 +50,9 @@ type Config struct {
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 	AdvertiseAddress      string
+	// DNS is the cluster DNS and the node's resolver settings (see
+	// DNSConfig).
+	DNS DNSConfig
 }
 
 // Paths is the layout of a data directory. All fields are absolute.

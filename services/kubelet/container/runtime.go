@@ -155,6 +155,14 @@ type SandboxConfig struct {
 	Annotations  map[string]string
 	// CgroupParent is the pod's cgroup; empty lets the runtime choose.
 	CgroupParent string
+	// DNS is the sandbox's resolver configuration, which the runtime
+	// writes into its /etc/resolv.conf; nil leaves the runtime's default.
+	DNS *DNSConfig
+}
+
+// DNSConfig is a sandbox's resolver configuration (CRI's DNSConfig).
+type DNSConfig struct {
+	Servers, Searches, Options []string
 }
 
 // Sandbox is a pod sandbox as the runtime reports it.

@@ -109,6 +109,9 @@ func (r *Runtime) sandboxConfig(cfg *container.SandboxConfig) *runtimeapi.PodSan
 			},
 		},
 	}
+	if d := cfg.DNS; d != nil {
+		sc.DnsConfig = &runtimeapi.DNSConfig{Servers: d.Servers, Searches: d.Searches, Options: d.Options}
+	}
 	if r.cfg.CgroupParent != "" {
 		sc.Linux.CgroupParent = r.cfg.CgroupParent + "/pod" + cfg.PodUID
 	}
