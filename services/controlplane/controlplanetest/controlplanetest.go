@@ -61,6 +61,9 @@ type Options struct {
 	// as cairn up does, so that clients speak HTTP/2 as they do there
 	// (benchmarks); the tokens still authenticate.
 	TLS bool
+	// ServiceAccountAdmission runs the ServiceAccount admission plugin
+	// (controlplane.Config).
+	ServiceAccountAdmission bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -96,9 +99,10 @@ func Start(t testing.TB, opts ...Options) *Env {
 			SchedulerToken:  {User: apiserver.UserScheduler},
 			UserToken:       {User: "alice"},
 		},
-		Admission:        o.Admission,
-		Authorizer:       o.Authorizer,
-		KubeletClientTLS: o.KubeletClientTLS,
+		Admission:               o.Admission,
+		ServiceAccountAdmission: o.ServiceAccountAdmission,
+		Authorizer:              o.Authorizer,
+		KubeletClientTLS:        o.KubeletClientTLS,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
