@@ -271,7 +271,7 @@ func TestTokenRequestBadInput(t *testing.T) {
 	}{
 		{"too short", "bot", authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr[int64](60)}, 422,
 			`TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes`},
-		{"too long", "bot", authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr[int64](1<<33)}, 422,
+		{"too long", "bot", authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr[int64](1 << 33)}, 422,
 			`TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 8589934592: may not specify a duration larger than 2^32 seconds`},
 		{"no such service account", "ghost", authenticationv1.TokenRequestSpec{}, 404, `serviceaccounts "ghost" not found`},
 		{"pod of another service account", "bot", authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "others"}}, 400,
@@ -405,4 +405,3 @@ func TestServiceAccountIssuerDiscovery(t *testing.T) {
 		t.Errorf("alice reads the jwks: %d", r.code)
 	}
 }
-

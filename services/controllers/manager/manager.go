@@ -22,6 +22,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
+	"github.com/cairn-dev/cairn/services/controllers/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controllers/ttlafterfinished"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	// MaxEndpointsPerSlice is --max-endpoints-per-slice; default
 	// endpoint.DefaultMaxEndpointsPerSlice.
 	MaxEndpointsPerSlice int32
+	// ServiceAccountKeyDir holds the service-account signing key that
+	// signs legacy token Secrets (--service-account-private-key-file).
+	ServiceAccountKeyDir string
 	Log                  *slog.Logger
 }
 
@@ -95,6 +99,9 @@ var Controllers = []controller{
 		return ok(ttlafterfinished.New(m, ttlafterfinished.Options{Workers: c.Workers}))
 	}},
 	{"cronjob", func(m mgr, c Config) error { return ok(cronjob.New(m, cronjob.Options{Workers: c.Workers})) }},
+	{"serviceaccount", func(m mgr, c Config) error {
+		return ok(serviceaccount.New(m, serviceaccount.Options{Workers: c.Workers, KeyDir: c.ServiceAccountKeyDir}))
+	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},

@@ -45,6 +45,9 @@ type Env struct {
 	Config     *rest.Config
 	Client     *kubernetes.Clientset
 	Kubeconfig string
+	// Dir is the control plane's data directory (its service-account
+	// keys are in Dir/pki).
+	Dir string
 }
 
 // Options tweak the environment.
@@ -124,7 +127,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 	if err := writeKubeconfig(kc, url, caPEM, AdminToken); err != nil {
 		t.Fatal(err)
 	}
-	return &Env{ControlPlane: cp, URL: url, Config: cfg, Client: cs, Kubeconfig: kc}
+	return &Env{ControlPlane: cp, URL: url, Config: cfg, Client: cs, Kubeconfig: kc, Dir: dir}
 }
 
 // ConfigFor is a rest.Config authenticating with another token.
