@@ -65,8 +65,9 @@ type Config struct {
 	Admission  []apiserver.AdmissionPlugin
 	// ServiceAccountKeyDir holds the service-account signing key
 	// (pki.LoadServiceAccountKeys: sa.key, sa.pub, retired sa-*.pub),
-	// made at the first start; empty means DataDir/pki. Every apiserver
-	// of a cluster needs the same keys.
+	// made at the first start; empty means DataDir/pki, or without a
+	// DataDir a key in memory. Every apiserver of a cluster needs the
+	// same keys.
 	ServiceAccountKeyDir string
 	// ServiceAccountIssuer is the iss of bound tokens (kube-apiserver's
 	// --service-account-issuer); empty means serviceaccount.DefaultIssuer.
@@ -133,10 +134,12 @@ type ControlPlane struct {
 	// RBAC is the RBAC authorizer (the apiserver's unless
 	// Config.Authorizer replaced it).
 	RBAC *rbac.Authorizer
-	// ServiceAccountTokens signs and verifies service-account tokens.
-	ServiceAccountTokens *serviceaccount.Tokens
-	Registry             *schemas.Registry
-	Metrics              *prometheus.Registry
+	// ServiceAccountTokens signs and verifies service-account tokens;
+	// ServiceAccountAuthenticator is the apiserver's authenticator of them.
+	ServiceAccountTokens        *serviceaccount.Tokens
+	ServiceAccountAuthenticator *serviceaccount.Authenticator
+	Registry                    *schemas.Registry
+	Metrics                     *prometheus.Registry
 	// History is the history projection, nil unless Config.HistoryPath.
 	History *history.Service
 	// Addr is the apiserver's listen address.
@@ -221,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cp.ServiceAccountTokens = sa.tokens
+	cp.ServiceAccountTokens, cp.ServiceAccountAuthenticator = sa.tokens, sa.authn
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}

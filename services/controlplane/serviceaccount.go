@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -23,8 +22,16 @@ type serviceAccounts struct {
 }
 
 func (cp *ControlPlane) newServiceAccounts(cfg Config, extra map[string]http.Handler) (*serviceAccounts, error) {
-	dir := cmp.Or(cfg.ServiceAccountKeyDir, filepath.Join(cfg.DataDir, "pki"))
-	keys, err := pki.LoadServiceAccountKeys(dir)
+	var keys *pki.ServiceAccountKeys
+	var err error
+	switch {
+	case cfg.ServiceAccountKeyDir != "":
+		keys, err = pki.LoadServiceAccountKeys(cfg.ServiceAccountKeyDir)
+	case cfg.DataDir != "":
+		keys, err = pki.LoadServiceAccountKeys(filepath.Join(cfg.DataDir, "pki"))
+	default:
+		keys, err = pki.GenerateServiceAccountKeys()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
@@ -40,7 +47,8 @@ func (cp *ControlPlane) newServiceAccounts(cfg Config, extra map[string]http.Han
 		extra[p] = h
 	}
 	caches := serviceaccount.NewCaches(cp.Store, cp.Hub, cfg.Log.With("component", "serviceaccount-caches"))
-	sa := &serviceAccounts{tokens: tokens, caches: caches, authn: &serviceaccount.Authenticator{Tokens: tokens, Caches: caches}}
+	sa := &serviceAccounts{tokens: tokens, caches: caches, authn: &serviceaccount.Authenticator{Tokens: tokens, Caches: caches,
+		Log: cfg.Log.With("component", "serviceaccount-authenticator")}}
 	if cfg.ServiceAccountAdmission {
 		sa.admission = &serviceaccount.Admission{Caches: caches}
 	}

@@ -161,6 +161,7 @@ type Kubelet struct {
 	probes   *prober
 	crashes  *backoff // per container: restart back-off
 	pulls    *backoff // per image: pull back-off
+	tokens   *tokenManager
 	nodeIP   string
 	listener net.Listener
 	port     int32
@@ -198,6 +199,7 @@ func New(cfg Config) (*Kubelet, error) {
 		cfg: cfg, log: log, now: cfg.Clock, client: client, rt: cfg.Runtime, pods: pods, m: m, own: own,
 		crashes: newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		pulls:   newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
+		tokens:  newTokenManager(client, cfg.Clock),
 		nodeIP:  cfg.NodeIP,
 	}
 	k.workers = newWorkers(k)

@@ -86,6 +86,21 @@ func LoadServiceAccountKeys(dir string) (*ServiceAccountKeys, error) {
 	return keys, nil
 }
 
+// GenerateServiceAccountKeys makes a signing key that lives only in
+// memory: tokens it signs die with the process (an apiserver without a
+// data directory, in tests).
+func GenerateServiceAccountKeys() (*ServiceAccountKeys, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("pki: generate service-account key: %w", err)
+	}
+	kid, err := KeyID(&k.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return &ServiceAccountKeys{Signing: k, KeyID: kid, Verifying: []crypto.PublicKey{&k.PublicKey}}, nil
+}
+
 // RotateServiceAccountKey replaces the signing key with a new one; the old
 // public key stays as a verifying key (sa-<unix seconds>.pub). Apiservers
 // pick the new keys up when they restart.

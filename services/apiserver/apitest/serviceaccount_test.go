@@ -222,26 +222,42 @@ func TestServiceAccountBadTokens(t *testing.T) {
 	good := e.token(t, authenticationv1.TokenRequestSpec{}).Status.Token
 	parts := strings.Split(good, ".")
 	tampered := parts[0] + "." + strings.TrimRight(parts[1], "=") + "x." + parts[2]
+	// The payload of another valid token under this token's signature.
+	otherPayload := strings.Split(e.token(t, authenticationv1.TokenRequestSpec{Audiences: []string{serviceaccount.DefaultIssuer, "x"}}).Status.Token, ".")[1]
 	waitCode(t, e.Env, "/api/v1/namespaces/team/pods", good, http.StatusOK)
 
 	m := settle(t, e.Env)
-	for name, tok := range map[string]string{
-		"malformed":         "not.a.jwt",
-		"garbage":           "eyJhbGciOi" + strings.Repeat("A", 40),
-		"expired":           expired,
-		"another key":       forged,
-		"another audience":  wrongAud,
-		"tampered payload":  tampered,
-		"signature removed": parts[0] + "." + parts[1] + ".",
+	for _, c := range []struct {
+		name, token string
+		// reason is what the authenticator says (the client only sees
+		// "Unauthorized", as from kube).
+		reason string
+	}{
+		{"malformed", "not.a.jwt", "serviceaccount: not a service-account token"},
+		{"garbage", "eyJhbGciOi" + strings.Repeat("A", 40), "serviceaccount: not a service-account token"},
+		{"expired", expired, "service account token has expired"},
+		{"another key", forged, "serviceaccount: no key verifies the token"},
+		{"another audience", wrongAud, `token audiences ["vault"] is invalid for the target audiences ["https://kubernetes.default.svc.cluster.local"]`},
+		{"tampered payload", tampered, "serviceaccount: not a service-account token"},
+		{"another payload", parts[0] + "." + otherPayload + "." + parts[2], "go-jose/go-jose: error in cryptographic primitive"},
+		{"signature removed", parts[0] + "." + parts[1] + ".", "go-jose/go-jose: error in cryptographic primitive"},
 	} {
+		name, tok := c.name, c.token
+		// Tokens that are not ours are the next authenticator's to refuse.
+		ours := c.reason != serviceaccount.ErrNotServiceAccountToken.Error()
 		t.Run(name, func(t *testing.T) {
+			_, err := e.ServiceAccountAuthenticator.AuthenticateToken(ctxFor(t, 10*time.Second), tok)
+			if err == nil || err.Error() != c.reason {
+				t.Errorf("refused for %v, want %q", err, c.reason)
+			}
 			for _, c := range []call{
 				{method: "GET", path: "/api/v1/namespaces/team/pods"},
 				{method: "POST", path: "/api/v1/namespaces/team/pods", body: mustJSON(t, labeledPod("p", nil))},
 			} {
 				c.token = tok
 				r := do(t, e.Env, c)
-				if st := status(t, r); r.code != http.StatusUnauthorized || st.Reason != metav1.StatusReasonUnauthorized {
+				if st := status(t, r); r.code != http.StatusUnauthorized || st.Reason != metav1.StatusReasonUnauthorized ||
+					ours && st.Message != "Unauthorized" {
 					t.Errorf("%s %s: %d %s, want 401", c.method, c.path, r.code, r.body)
 				}
 			}

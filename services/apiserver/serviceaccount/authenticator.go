@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,7 +27,9 @@ import (
 // system:serviceaccounts:NS.
 //
 // A bearer token that is not such a JWT is left to the next authenticator
-// (ok false, no error); one that is but fails a check is an error (401).
+// (ok false, no error); one that is but fails a check is ErrUnauthorized
+// (401 "Unauthorized", as kube-apiserver answers: the reason, which may
+// tell whether an object exists, goes to the log only).
 // The lookups are Caches': no etcd read unless an object is missing from
 // them.
 type Authenticator struct {
@@ -34,7 +37,13 @@ type Authenticator struct {
 	Caches *Caches
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Log gets the reasons of refusals (debug); nil discards them.
+	Log *slog.Logger
 }
+
+// ErrUnauthorized is what Authenticate returns for a service-account
+// token that fails a check.
+var ErrUnauthorized = errors.New("Unauthorized")
 
 var _ apiserver.Authenticator = (*Authenticator)(nil)
 
@@ -49,7 +58,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool, err
 		return apiserver.User{}, false, nil
 	}
 	if err != nil {
-		return apiserver.User{}, false, err
+		if a.Log != nil {
+			a.Log.Debug("service-account token refused", "err", err)
+		}
+		return apiserver.User{}, false, ErrUnauthorized
 	}
 	return u, true, nil
 }
