@@ -1,6 +1,7 @@
 package serviceaccount
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,6 @@ type Pod struct {
 	UID               types.UID
 	DeletionTimestamp *metav1.Time
 	NodeName          string
-	ServiceAccount    string
 }
 
 // Secret is what the caches keep of a secret: the token only for
@@ -64,7 +64,7 @@ func NewCaches(store *storage.Store, hub *watchhub.Hub, log *slog.Logger) *Cache
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Caches{store: store, hub: hub, log: log,
+	c := &Caches{store: store, hub: hub, log: log,
 		serviceAccounts: newObjects("serviceaccounts", func(raw []byte) ([2]string, *corev1.ServiceAccount, error) {
 			sa := &corev1.ServiceAccount{}
 			err := codec.Unmarshal(raw, sa)
@@ -73,6 +73,8 @@ func NewCaches(store *storage.Store, hub *watchhub.Hub, log *slog.Logger) *Cache
 		pods:    newObjects("pods", decodePod),
 		secrets: newObjects("secrets", decodeSecret),
 	}
+	c.pods.fromEvent = podFromEvent
+	return c
 }
 
 // meta is the part of metadata the light decoders read.
@@ -84,17 +86,25 @@ type meta struct {
 	Annotations       map[string]string `json:"annotations"`
 }
 
+// podFromEvent reads a pod from the envelope (UID, node) unless the pod is
+// being deleted: pod events are the busiest, and most are status updates
+// of pods that are not.
+func podFromEvent(ev *events.Event) (Pod, bool) {
+	if ev.UID == "" || bytes.Contains(ev.Object, []byte(`"deletionTimestamp"`)) {
+		return Pod{}, false
+	}
+	return Pod{UID: types.UID(ev.UID), NodeName: ev.NodeName}, true
+}
+
 func decodePod(raw []byte) ([2]string, Pod, error) {
 	var p struct {
 		Metadata meta `json:"metadata"`
 		Spec     struct {
-			NodeName           string `json:"nodeName"`
-			ServiceAccountName string `json:"serviceAccountName"`
+			NodeName string `json:"nodeName"`
 		} `json:"spec"`
 	}
 	err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &p)
-	return [2]string{p.Metadata.Namespace, p.Metadata.Name}, Pod{UID: p.Metadata.UID, DeletionTimestamp: p.Metadata.DeletionTimestamp, NodeName: p.Spec.NodeName,
-		ServiceAccount: p.Spec.ServiceAccountName}, err
+	return [2]string{p.Metadata.Namespace, p.Metadata.Name}, Pod{UID: p.Metadata.UID, DeletionTimestamp: p.Metadata.DeletionTimestamp, NodeName: p.Spec.NodeName}, err
 }
 
 func decodeSecret(raw []byte) ([2]string, Secret, error) {
@@ -161,6 +171,9 @@ func (c *Caches) Secret(ctx context.Context, namespace, name string) (Secret, er
 type objects[T any] struct {
 	resource string
 	decode   func([]byte) ([2]string, T, error)
+	// fromEvent, if set, takes the value from the envelope when it can,
+	// sparing the decode.
+	fromEvent func(*events.Event) (T, bool)
 
 	mu         sync.RWMutex
 	m          map[[2]string]T
@@ -228,6 +241,14 @@ func (o *objects[T]) follow(ctx context.Context, c *Caches, rev events.Revision)
 			delete(o.m, k)
 			o.mu.Unlock()
 			continue
+		}
+		if o.fromEvent != nil {
+			if v, ok := o.fromEvent(ev); ok {
+				o.mu.Lock()
+				o.m[k] = v
+				o.mu.Unlock()
+				continue
+			}
 		}
 		_, v, err := o.decode(ev.Object)
 		if err != nil {
