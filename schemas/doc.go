@@ -8,7 +8,7 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, services, endpoints
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, serviceaccounts, services, endpoints
 //	apps/v1                 controllerrevisions, daemonsets, deployments, replicasets, statefulsets
 //	batch/v1                cronjobs, jobs
 //	policy/v1               poddisruptionbudgets

@@ -86,6 +86,7 @@ func NewRegistry(opts ...Option) *Registry {
 		nodeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
+		serviceAccountResource(r.clock),
 		serviceResource(r.clock),
 		controllerRevisionResource(r.clock),
 		daemonSetResource(r.clock),

@@ -26,6 +26,7 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "events", "Event", true, []string{"ev"}, nil, nil},
 		{"", "v1", "configmaps", "ConfigMap", true, []string{"cm"}, nil, nil},
 		{"", "v1", "secrets", "Secret", true, nil, nil, nil},
+		{"", "v1", "serviceaccounts", "ServiceAccount", true, []string{"sa"}, nil, []string{"token"}},
 		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
 		{"", "v1", "endpoints", "Endpoints", true, []string{"ep"}, nil, nil},
 		{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, nil, nil, nil},
@@ -101,7 +102,7 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
+	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
 		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)

@@ -72,6 +72,16 @@ type Config struct {
 	// before answering 404, so that a kind defined a moment ago through
 	// another apiserver is found.
 	SyncCustom func(ctx context.Context) error
+	// Tokens signs the tokens of serviceaccounts/token (TokenRequest); nil
+	// serves no tokens (404).
+	Tokens TokenIssuer
+	// MaxTokenExpiration caps the lifetime of requested tokens
+	// (kube-apiserver's --service-account-max-token-expiration); 0 means
+	// no cap besides validation's 2^32 seconds.
+	MaxTokenExpiration time.Duration
+	// NoTokenExtension turns off the extension of the admission plugin's
+	// pod tokens (kube-apiserver's --service-account-extend-token-expiration=false).
+	NoTokenExtension bool
 	// Discovery serves /api, /apis and the group-version documents.
 	Discovery http.Handler
 	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).

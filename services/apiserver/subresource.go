@@ -33,6 +33,12 @@ func (s *Server) serveSubresource(q *request) {
 		s.evict(q)
 	case "log", "exec", "attach", "portforward":
 		s.proxyToKubelet(q)
+	case "token":
+		if q.info.Verb != "create" || q.res.Plural != "serviceaccounts" {
+			writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))
+			return
+		}
+		s.requestToken(q)
 	case "finalize":
 		if q.info.Verb != "update" {
 			writeStatus(q.w, errMethodNotSupported(q.res.GroupResource(), q.info.Verb))

@@ -71,6 +71,9 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cfg.TLS = p.ServerTLSConfig()
 		// Kubelets let the apiserver's kubelet client read logs and exec.
 		cfg.KubeletClientTLS = p.KubeletClientTLSConfig()
+		// The service-account signing key lives with the PKI (sa.key),
+		// shared by the apiservers of the cluster.
+		cfg.ServiceAccountKeyDir, cfg.ServiceAccountAdmission = pkiDir, true
 		authn = append(authn, apiserver.X509Authenticator{})
 	}
 	if tokenFile != "" {

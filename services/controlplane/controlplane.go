@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/crds"
 	"github.com/cairn-dev/cairn/services/apiserver/rbac"
+	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
@@ -63,6 +64,24 @@ type Config struct {
 	// is checked); benchmarks compare RBAC against AlwaysAllow with it.
 	Authorizer apiserver.Authorizer
 	Admission  []apiserver.AdmissionPlugin
+	// ServiceAccountKeyDir holds the service-account signing key
+	// (pki.LoadServiceAccountKeys: sa.key, sa.pub, retired sa-*.pub),
+	// made at the first start; empty means DataDir/pki, or without a
+	// DataDir a key in memory. Every apiserver of a cluster needs the
+	// same keys.
+	ServiceAccountKeyDir string
+	// ServiceAccountIssuer is the iss of bound tokens (kube-apiserver's
+	// --service-account-issuer); empty means serviceaccount.DefaultIssuer.
+	// APIAudiences are the apiserver's audiences (--api-audiences); empty
+	// means the issuer.
+	ServiceAccountIssuer string
+	APIAudiences         []string
+	// ServiceAccountAdmission runs kube's ServiceAccount admission plugin
+	// (pods get the default ServiceAccount and the token volume, and are
+	// refused if their ServiceAccount does not exist). It needs the
+	// serviceaccount controller, which creates every namespace's default
+	// ServiceAccount and kube-root-ca.crt ConfigMap: cairn up runs both.
+	ServiceAccountAdmission bool
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -115,8 +134,12 @@ type ControlPlane struct {
 	Server    *apiserver.Server
 	// RBAC is the RBAC authorizer (the apiserver's unless
 	// Config.Authorizer replaced it).
-	RBAC     *rbac.Authorizer
-	Registry *schemas.Registry
+	RBAC *rbac.Authorizer
+	// ServiceAccountTokens signs and verifies service-account tokens;
+	// ServiceAccountAuthenticator is the apiserver's authenticator of them.
+	ServiceAccountTokens        *serviceaccount.Tokens
+	ServiceAccountAuthenticator *serviceaccount.Authenticator
+	Registry                    *schemas.Registry
 	// CRDs follows CustomResourceDefinitions into Registry and runs their
 	// controllers.
 	CRDs    *crds.Controller
@@ -201,6 +224,11 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.RBAC = az.authorizer
+	sa, err := cp.newServiceAccounts(cfg, extra)
+	if err != nil {
+		return nil, err
+	}
+	cp.ServiceAccountTokens, cp.ServiceAccountAuthenticator = sa.tokens, sa.authn
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
@@ -211,9 +239,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Store:            cp.Store,
 		Registry:         cp.Registry,
 		Hub:              cp.Hub,
-		Authenticator:    apiserver.Authenticators{az.lb, authn},
+		Authenticator:    apiserver.Authenticators{az.lb, sa.authn, authn},
 		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
-		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
+		Admission:        slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), cfg.Admission),
+		Tokens:           sa.tokens,
 		ServiceIPs:       svcIPs,
 		NodePorts:        nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
@@ -239,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := az.start(ctx, cp, srv, cfg.Log); err != nil {
+		return nil, err
+	}
+	if err := sa.start(ctx, cp); err != nil {
 		return nil, err
 	}
 	// The repair loop is idempotent: every apiserver runs it.

@@ -179,6 +179,7 @@ type Kubelet struct {
 	probes   *prober
 	crashes  *backoff // per container: restart back-off
 	pulls    *backoff // per image: pull back-off
+	tokens   *tokenManager
 	nodeIP   string
 	listener net.Listener
 	port     int32
@@ -225,6 +226,7 @@ func New(cfg Config) (*Kubelet, error) {
 		services: services, dns: dnsConf,
 		crashes: newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
 		pulls:   newBackoff(cfg.BackOffInitial, cfg.BackOffMax, cfg.Clock),
+		tokens:  newTokenManager(client, cfg.Clock),
 		nodeIP:  cfg.NodeIP,
 	}
 	k.dns.Warn = k.dnsWarning

@@ -197,6 +197,7 @@ func (k *Kubelet) syncRunning(ctx context.Context, w *worker, pod *corev1.Pod, r
 			return retryAfter
 		}
 	}
+	k.refreshTokens(ctx, pod)
 	next := k.syncContainers(ctx, w, pod, rs, log)
 	rs, err := k.rt.PodStatus(ctx, string(pod.UID))
 	if err != nil {

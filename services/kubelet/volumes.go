@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/services/kubelet/container"
 )
@@ -131,6 +132,8 @@ func (k *Kubelet) volumeFiles(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 				err = k.secretFiles(ctx, pod.Namespace, src.Secret.Name, src.Secret.Items, v.Projected.DefaultMode, src.Secret.Optional, files)
 			case src.DownwardAPI != nil:
 				err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode, files)
+			case src.ServiceAccountToken != nil:
+				err = k.tokenFile(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode, files)
 			}
 			if err != nil {
 				return nil, err
@@ -139,6 +142,40 @@ func (k *Kubelet) volumeFiles(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 		return files, nil
 	}
 	return nil, fmt.Errorf("unsupported volume type")
+}
+
+// tokenFile is a serviceAccountToken projection: the pod's token from
+// the token manager.
+func (k *Kubelet) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection, def *int32, files map[string]volumeFile) error {
+	tr, err := k.tokens.token(ctx, pod.Namespace, pod.Spec.ServiceAccountName, podTokenRequest(pod, p))
+	if err != nil {
+		return err
+	}
+	files[p.Path] = volumeFile{data: []byte(tr.Status.Token), mode: fileMode(nil, def)}
+	return nil
+}
+
+// refreshTokens rewrites the projected volumes of a running pod whose
+// tokens are due for a refresh (the kubelet's volume manager remounts
+// them for the same reason). A failed refresh is a FailedMount event; the
+// old token stays until the next sync.
+func (k *Kubelet) refreshTokens(ctx context.Context, pod *corev1.Pod) {
+	if k.info.Simulated || !k.tokens.needsRefresh(pod) {
+		return
+	}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Projected == nil {
+			continue
+		}
+		files, err := k.volumeFiles(ctx, pod, v)
+		if err == nil {
+			err = writeVolume(k.volumeDir(string(pod.UID), v), files)
+		}
+		if err != nil {
+			k.podEventf(ctx, pod, corev1.EventTypeWarning, ReasonFailedMount, "MountVolume.SetUp failed for volume %q : %v", v.Name, err)
+		}
+	}
 }
 
 func fileMode(item, def *int32) os.FileMode {
@@ -301,6 +338,7 @@ func (k *Kubelet) removePodDirs(uid, namespace, name string) {
 	if k.info.Simulated || k.cfg.RootDir == "" || uid == "" {
 		return
 	}
+	k.tokens.forgetPod(types.UID(uid))
 	if err := os.RemoveAll(k.podDir(uid)); err != nil {
 		k.log.Warn("remove pod dir", "uid", uid, "err", err)
 	}

@@ -193,6 +193,7 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(read, all, "*"),
 			rule(all, all, "nodes", "nodes/status", "events", "leases", "pods/status"),
 			rule(verbs("create", "delete"), groups(legacyGroup), "pods", "pods/eviction"),
+			rule(verbs("create"), groups(legacyGroup), "serviceaccounts/token"),
 			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
 			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews", "localsubjectaccessreviews")),
 		clusterRole("system:node-proxier", nil,
@@ -200,6 +201,8 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(verbs("get", "list", "watch"), groups(legacyGroup), "nodes"),
 			events,
 			rule(verbs("list", "watch"), groups(discoveryGroup), "endpointslices")),
+		clusterRole("system:service-account-issuer-discovery", nil,
+			urls(verbs("get"), "/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/")),
 		clusterRole("system:kube-dns", nil, rule(verbs("list", "watch"), groups(legacyGroup), "endpoints", "services")),
 	}
 }
@@ -216,6 +219,7 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		binding("system:kube-controller-manager", "system:kube-controller-manager", user(apiserver.UserControllers)),
 		binding("system:kube-dns", "system:kube-dns", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-dns"}),
 		binding("system:kube-scheduler", "system:kube-scheduler", user(apiserver.UserScheduler)),
+		binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery", group("system:serviceaccounts")),
 		// cairn: no Node authorizer yet, so the nodes' group is bound.
 		binding("system:node", "system:node", group(apiserver.GroupNodes)),
 	}

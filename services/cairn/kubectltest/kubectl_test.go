@@ -139,6 +139,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("api-resources", func(t *testing.T) { testAPIResources(t, c) })
 	t.Run("auth", func(t *testing.T) { testAuth(t, c) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, c) })
+	t.Run("serviceaccounts", func(t *testing.T) { testServiceAccounts(t, c) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, c, files) })
 	owner := t
 	t.Run("restart", func(t *testing.T) {
@@ -700,15 +701,16 @@ func testCreate(t *testing.T, c *cluster) {
 	if dec, err := base64.StdEncoding.DecodeString(enc); err != nil || string(dec) != "hunter2" {
 		t.Errorf("secret data.password = %q (%v), want base64 of hunter2", enc, err)
 	}
-	// Pages of one item each: the table and the names come out whole.
+	// Pages of one item each: the table and the names come out whole
+	// (with kube-root-ca.crt, which every namespace has).
 	for _, n := range []string{"page-1", "page-2", "page-3"} {
 		c.OK(t, "create", "configmap", n)
 	}
 	rows = wantHeader(t, c.OK(t, "get", "cm", "--chunk-size=1"), "NAME", "DATA", "AGE")
-	if len(rows) != 4 {
-		t.Errorf("get cm --chunk-size=1: %d rows, want 4: %q", len(rows), rows)
+	if len(rows) != 5 {
+		t.Errorf("get cm --chunk-size=1: %d rows, want 5: %q", len(rows), rows)
 	}
-	if got := c.OK(t, "get", "cm", "--chunk-size=1", "-o", "name"); got != "configmap/cfg\nconfigmap/page-1\nconfigmap/page-2\nconfigmap/page-3\n" {
+	if got := c.OK(t, "get", "cm", "--chunk-size=1", "-o", "name"); got != "configmap/cfg\nconfigmap/kube-root-ca.crt\nconfigmap/page-1\nconfigmap/page-2\nconfigmap/page-3\n" {
 		t.Errorf("get cm --chunk-size=1 -o name = %q", got)
 	}
 	c.OK(t, "delete", "configmap", "page-1", "page-2", "page-3")

@@ -118,7 +118,8 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 	if err != nil {
 		return err
 	}
-	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, Log: s.cp.log.With("service", "controller-manager")})
+	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, ServiceAccountKeyDir: s.cp.paths.PKI,
+		Log: s.cp.log.With("service", "controller-manager")})
 	if err != nil {
 		return err
 	}
@@ -193,9 +194,14 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		// the apiserver's kubelet client (system:masters) read logs and exec.
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
 		Authenticator:    apiserver.X509Authenticator{},
-		Identity:         s.id,
-		OnReady:          s.rep.Ready,
-		Log:              s.log,
+		// Pods get their ServiceAccount's token volume; the
+		// controller-manager's serviceaccount controller makes every
+		// namespace's default ServiceAccount and kube-root-ca.crt.
+		ServiceAccountKeyDir:    s.paths.PKI,
+		ServiceAccountAdmission: true,
+		Identity:                s.id,
+		OnReady:                 s.rep.Ready,
+		Log:                     s.log,
 	})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
+	"github.com/cairn-dev/cairn/services/controllers/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controllers/statefulset"
 	"github.com/cairn-dev/cairn/services/controllers/ttlafterfinished"
 )
@@ -61,6 +62,9 @@ type Config struct {
 	// MaxEndpointsPerSlice is --max-endpoints-per-slice; default
 	// endpoint.DefaultMaxEndpointsPerSlice.
 	MaxEndpointsPerSlice int32
+	// ServiceAccountKeyDir holds the service-account signing key that
+	// signs legacy token Secrets (--service-account-private-key-file).
+	ServiceAccountKeyDir string
 	Log                  *slog.Logger
 }
 
@@ -99,6 +103,9 @@ var Controllers = []controller{
 	}},
 	{"statefulset", func(m mgr, c Config) error { return ok(statefulset.New(m, statefulset.Options{Workers: c.Workers})) }},
 	{"cronjob", func(m mgr, c Config) error { return ok(cronjob.New(m, cronjob.Options{Workers: c.Workers})) }},
+	{"serviceaccount", func(m mgr, c Config) error {
+		return ok(serviceaccount.New(m, serviceaccount.Options{Workers: c.Workers, KeyDir: c.ServiceAccountKeyDir}))
+	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},

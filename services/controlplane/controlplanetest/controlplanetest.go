@@ -46,6 +46,9 @@ type Env struct {
 	Config     *rest.Config
 	Client     *kubernetes.Clientset
 	Kubeconfig string
+	// Dir is the control plane's data directory (its service-account
+	// keys are in Dir/pki).
+	Dir string
 }
 
 // Options tweak the environment.
@@ -62,6 +65,9 @@ type Options struct {
 	// as cairn up does, so that clients speak HTTP/2 as they do there
 	// (benchmarks); the tokens still authenticate.
 	TLS bool
+	// ServiceAccountAdmission runs the ServiceAccount admission plugin
+	// (controlplane.Config).
+	ServiceAccountAdmission bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -98,9 +104,10 @@ func Start(t testing.TB, opts ...Options) *Env {
 			ProxyToken:      {User: apiserver.UserKubeProxy},
 			UserToken:       {User: "alice"},
 		},
-		Admission:        o.Admission,
-		Authorizer:       o.Authorizer,
-		KubeletClientTLS: o.KubeletClientTLS,
+		Admission:               o.Admission,
+		ServiceAccountAdmission: o.ServiceAccountAdmission,
+		Authorizer:              o.Authorizer,
+		KubeletClientTLS:        o.KubeletClientTLS,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
@@ -122,7 +129,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 	if err := writeKubeconfig(kc, url, caPEM, AdminToken); err != nil {
 		t.Fatal(err)
 	}
-	return &Env{ControlPlane: cp, URL: url, Config: cfg, Client: cs, Kubeconfig: kc}
+	return &Env{ControlPlane: cp, URL: url, Config: cfg, Client: cs, Kubeconfig: kc, Dir: dir}
 }
 
 // ConfigFor is a rest.Config authenticating with another token.
