@@ -55,13 +55,17 @@ func TestValidateWebhookConfiguration(t *testing.T) {
 			"webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme"},
 		{"no side effects", func(h *admissionregistrationv1.MutatingWebhook) { h.SideEffects = nil },
 			"webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun"},
-		{"side effects Some", func(h *admissionregistrationv1.MutatingWebhook) { h.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassSome) },
+		{"side effects Some", func(h *admissionregistrationv1.MutatingWebhook) {
+			h.SideEffects = ptr.To(admissionregistrationv1.SideEffectClassSome)
+		},
 			"webhooks[0].sideEffects: Unsupported value: \"Some\""},
 		{"no review versions", func(h *admissionregistrationv1.MutatingWebhook) { h.AdmissionReviewVersions = nil },
 			"webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1"},
 		{"unknown review version", func(h *admissionregistrationv1.MutatingWebhook) { h.AdmissionReviewVersions = []string{"v2"} },
 			"must include at least one of v1, v1beta1"},
-		{"bad operation", func(h *admissionregistrationv1.MutatingWebhook) { h.Rules[0].Operations = []admissionregistrationv1.OperationType{"PATCH"} },
+		{"bad operation", func(h *admissionregistrationv1.MutatingWebhook) {
+			h.Rules[0].Operations = []admissionregistrationv1.OperationType{"PATCH"}
+		},
 			"webhooks[0].rules[0].operations[0]: Unsupported value: \"PATCH\""},
 		{"wildcard with others", func(h *admissionregistrationv1.MutatingWebhook) { h.Rules[0].Resources = []string{"*", "pods"} },
 			"if '*' is present, must not specify other resources without subresources"},
