@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
+	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 	"github.com/cairn-dev/cairn/services/embedded"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
@@ -62,6 +63,9 @@ type Config struct {
 	// is checked); benchmarks compare RBAC against AlwaysAllow with it.
 	Authorizer apiserver.Authorizer
 	Admission  []apiserver.AdmissionPlugin
+	// NodeNetNS names the network namespace of a node's pods (webhook.Config.NodeNetNS):
+	// how the apiserver reaches admission webhooks given as a service reference.
+	NodeNetNS func(node string) (path string, ok bool)
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -114,7 +118,9 @@ type ControlPlane struct {
 	Server    *apiserver.Server
 	// RBAC is the RBAC authorizer (the apiserver's unless
 	// Config.Authorizer replaced it).
-	RBAC     *rbac.Authorizer
+	RBAC *rbac.Authorizer
+	// Webhooks calls the admission webhooks.
+	Webhooks *webhook.Dispatcher
 	Registry *schemas.Registry
 	Metrics  *prometheus.Registry
 	// History is the history projection, nil unless Config.HistoryPath.
@@ -197,6 +203,12 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.RBAC = az.authorizer
+	wh, err := webhook.New(webhook.Config{Store: cp.Store, Hub: cp.Hub, Authorizer: apiserver.CELAuthorizer(az.authorizer),
+		NodeNetNS: cfg.NodeNetNS, Log: cfg.Log.With("component", "webhooks")})
+	if err != nil {
+		return nil, err
+	}
+	cp.Webhooks = wh
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
@@ -210,6 +222,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Authenticator:    apiserver.Authenticators{az.lb, authn},
 		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
 		Admission:        append([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, cfg.Admission...),
+		Webhooks:         wh,
 		ServiceIPs:       svcIPs,
 		NodePorts:        nodePorts,
 		Discovery:        discovery.Handler(slices.Concat(cp.Registry.All(), apiserver.ReviewResources())),
@@ -227,6 +240,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := az.start(ctx, cp, srv, cfg.Log); err != nil {
+		return nil, err
+	}
+	cp.goRun("webhook caches", wh.Run)
+	if err := wh.WaitForSync(ctx); err != nil {
 		return nil, err
 	}
 	// The repair loop is idempotent: every apiserver runs it.

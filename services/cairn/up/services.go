@@ -194,6 +194,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
 		Authenticator:    apiserver.X509Authenticator{},
 		Identity:         s.id,
+		NodeNetNS:        embeddedNodeNetNS(s.cfg, s.paths),
 		OnReady:          s.rep.Ready,
 		Log:              s.log,
 	})
