@@ -42,6 +42,11 @@ func startRawHook(t *testing.T, handler http.HandlerFunc) *hookServer {
 
 func startHook(t *testing.T, respond func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) *hookServer {
 	t.Helper()
+	return startHookTB(t, respond)
+}
+
+func startHookTB(t testing.TB, respond func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) *hookServer {
+	t.Helper()
 	h := &hookServer{respond: respond}
 	h.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
