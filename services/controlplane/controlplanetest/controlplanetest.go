@@ -61,6 +61,8 @@ type Options struct {
 	// as cairn up does, so that clients speak HTTP/2 as they do there
 	// (benchmarks); the tokens still authenticate.
 	TLS bool
+	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
+	NodeNetNS func(node string) (string, bool)
 }
 
 // Start starts a control plane in t.TempDir().
@@ -99,6 +101,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		Admission:        o.Admission,
 		Authorizer:       o.Authorizer,
 		KubeletClientTLS: o.KubeletClientTLS,
+		NodeNetNS:        o.NodeNetNS,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
