@@ -87,4 +87,6 @@ func Manifest(caPEM, certPEM, keyPEM []byte) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func tm(apiVersion, kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind} }
+func tm(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
