@@ -48,7 +48,7 @@ func startHook(t *testing.T, respond func(*admissionv1.AdmissionRequest) *admiss
 func startHookTB(t testing.TB, respond func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) *hookServer {
 	t.Helper()
 	h := &hookServer{respond: respond}
-	h.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
 		b, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(b, &review); err != nil || review.Request == nil {
@@ -69,6 +69,10 @@ func startHookTB(t testing.TB, respond func(*admissionv1.AdmissionRequest) *admi
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&review)
 	}))
+	// HTTP/2, which the apiserver speaks to loopback webhooks as kube's
+	// client manager does (only other hosts get HTTP/1.1).
+	h.EnableHTTP2 = true
+	h.StartTLS()
 	t.Cleanup(h.Close)
 	return h
 }
