@@ -36,6 +36,16 @@
 //   - sourceIP: the client address.
 //   - time: when the apiserver made the write (WriteMeta.Time); for foreign
 //     writes, when the publisher read it.
+//   - admission: what admission webhooks did to the write, omitted when no
+//     webhook changed or annotated it (added after the first release:
+//     older events have none, and readers must treat it as optional):
+//     mutatedBy, the names of the mutating webhooks that changed the
+//     object, in call order; annotations, the audit annotations as
+//     kube-apiserver records them ("<webhook>/<key>" for a webhook's own
+//     auditAnnotations, "mutation.webhook.admission.k8s.io/round_R_index_I"
+//     for each mutating call: {"configuration","webhook","mutated"}). Only
+//     the object the write names carries it (not the other objects of a
+//     multi-object transaction).
 //
 // # Subjects
 //

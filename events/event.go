@@ -66,6 +66,20 @@ type WriteMeta struct {
 	// that the consumers of the old partition see the object leave (see
 	// Partition).
 	Moved bool `json:"moved,omitempty"`
+	// Admission is what admission webhooks did to the write; nil when no
+	// webhook changed or annotated it.
+	Admission *Admission `json:"admission,omitempty"`
+}
+
+// Admission records the admission webhooks of a write (see doc.go): the
+// mutating webhooks that changed the object, in call order, and the audit
+// annotations of admission, keyed as kube-apiserver keys them
+// ("<webhook name>/<key>" for a webhook's own auditAnnotations,
+// "mutation.webhook.admission.k8s.io/round_R_index_I" for each mutating
+// call).
+type Admission struct {
+	MutatedBy   []string          `json:"mutatedBy,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Event is one committed change to one API object, as published on the log.
@@ -99,6 +113,8 @@ type Event struct {
 	CorrelationID string    `json:"correlationID,omitempty"`
 	SourceIP      string    `json:"sourceIP,omitempty"`
 	Time          time.Time `json:"time"`
+	// Admission is WriteMeta.Admission; omitted when empty.
+	Admission *Admission `json:"admission,omitempty"`
 }
 
 // Stream and subject names. See doc.go for the scheme.

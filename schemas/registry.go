@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -47,7 +48,7 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// batch 17400, policy 17100, rbac.authorization.k8s.io 17000,
+// batch 17400, policy 17100, rbac.authorization.k8s.io 17000, admissionregistration.k8s.io 16700,
 // apiextensions.k8s.io 16700, scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
 // 16200).
 var (
@@ -74,7 +75,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -96,7 +97,7 @@ func NewRegistry(opts ...Option) *Registry {
 		cronJobResource(r.clock),
 		jobResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
-	}, rbacResources(r.clock), []*Resource{
+	}, rbacResources(r.clock), admissionRegistrationResources(r.clock), []*Resource{
 		customResourceDefinitionResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
@@ -163,6 +164,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(batchv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(rbacv1.AddToScheme(s))
+	utilruntime.Must(admissionregistrationv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(discoveryv1.AddToScheme(s))

@@ -92,7 +92,7 @@ func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "policy", Version: "v1"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "apiextensions.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "admissionregistration.k8s.io", Version: "v1"}, {Group: "apiextensions.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
 		{Group: "discovery.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
@@ -103,7 +103,7 @@ func TestRegistryOrder(t *testing.T) {
 		plurals = append(plurals, res.Plural)
 	}
 	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
-		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -133,6 +133,9 @@ func buildEvent(rev events.Revision, ev *clientv3.Event, meta *events.WriteMeta,
 		e.CausationID = meta.CausationID
 		e.CorrelationID = meta.CorrelationID
 		e.SourceIP = meta.SourceIP
+		if owner {
+			e.Admission = meta.Admission
+		}
 		e.Time = meta.Time
 		m.metaTime = meta.Time
 		if owner && meta.ID != "" {

@@ -273,3 +273,28 @@ func TestBuildFailsWithoutBusybox(t *testing.T) {
 		t.Fatalf("Build with a missing busybox: %v, want ErrNoBusybox", err)
 	}
 }
+
+// TestBuildSidecarInjector builds the example's image from a stand-in
+// binary: one archive, named, deterministic.
+func TestBuildSidecarInjector(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.WriteFile(bin, []byte("\x7fELF stand-in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := images.BuildSidecarInjector(bin, filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := images.BuildSidecarInjector(bin, filepath.Join(dir, "out2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Ref != images.SidecarInjectorRef || a.Digest == "" || a.Digest != b.Digest {
+		t.Errorf("images %+v %+v", a, b)
+	}
+	cfg, err := a.V1().ConfigFile()
+	if err != nil || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/sidecar-injector" {
+		t.Errorf("config %+v %v", cfg, err)
+	}
+}

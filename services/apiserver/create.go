@@ -70,6 +70,10 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	if err := s.mutate(ar); err != nil {
 		return nil, err
 	}
+	if err := s.mutateWebhooks(q, ar); err != nil {
+		return nil, err
+	}
+	obj = ar.Object
 	if err := s.admit(q.ctx(), ar); err != nil {
 		return nil, err
 	}
@@ -112,6 +116,11 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 			if errs := q.res.ValidateCreate(out); len(errs) > 0 {
 				return nil, invalid(q.res, out.GetName(), errs)
 			}
+		}
+		va := *ar
+		va.Object, va.Name = out, out.GetName()
+		if err := s.validateWebhooks(q, &va); err != nil {
+			return nil, err
 		}
 		rev, err := s.storeCreate(q, out, w)
 		if errors.Is(err, storage.ErrExists) {

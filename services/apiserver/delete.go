@@ -159,6 +159,13 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 		if err := s.admit(q.ctx(), ar); err != nil {
 			return nil, false, err
 		}
+		q.admission = nil // a retry starts over
+		if err := s.mutateWebhooks(q, ar); err != nil {
+			return nil, false, err
+		}
+		if err := s.validateWebhooks(q, ar); err != nil {
+			return nil, false, err
+		}
 		grace := graceFor(q.res, cur, opts)
 		marked := deepCopy(cur)
 		finalizers := marked.GetFinalizers()

@@ -15,7 +15,11 @@
 // node.kubernetes.io/unreachable NoExecute taints for 300 s
 // (Config.NotReadyTolerationSeconds, Config.UnreachableTolerationSeconds)
 // unless it already tolerates them; NamespaceLifecycle refuses creates in a
-// missing or terminating namespace. Both run for dry runs too.
+// missing or terminating namespace. Both run for dry runs too. Admission
+// webhooks (Config.Webhooks, package webhook, webhooks.go) run as
+// kube-apiserver's webhook plugins do: the mutating ones after the
+// built-in mutation, the validating ones after validation; what they did
+// goes into the write's event and their warnings into Warning headers.
 //
 // Writes: create, update, patch (JSON patch, merge patch, strategic merge
 // patch and server-side apply, apply.go), delete with preconditions,

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/schemas/codec"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 )
 
 // request is one resource request, resolved.
@@ -39,6 +40,8 @@ type request struct {
 	// (services.go); svcAttempts counts those failures.
 	svcTaken    *servicealloc.Taken
 	svcAttempts int
+	// admission is what admission webhooks did (webhooks.go).
+	admission *webhook.Record
 }
 
 func (q *request) ctx() context.Context { return q.r.Context() }
@@ -225,6 +228,7 @@ func (s *Server) newWriteMeta(q *request, verb string) *events.WriteMeta {
 		SourceIP:      remoteIP(q.r),
 		UserAgent:     q.r.UserAgent(),
 		Time:          s.now().UTC(),
+		Admission:     admissionMeta(q.admission),
 	}
 	if m.CorrelationID == "" {
 		m.CorrelationID = id

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
+	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 )
 
 // Config is everything the apiserver needs. Store, Registry and Hub are
@@ -52,6 +53,9 @@ type Config struct {
 	// Admission runs, in order, after decoding and before validation,
 	// and after the built-in plugins (admission.go).
 	Admission []AdmissionPlugin
+	// Webhooks calls the cluster's admission webhooks (webhooks.go); nil
+	// calls none.
+	Webhooks *webhook.Dispatcher
 	// NotReadyTolerationSeconds and UnreachableTolerationSeconds are the
 	// tolerationSeconds of the tolerations the DefaultTolerationSeconds
 	// admission plugin gives pods (kube-apiserver's

@@ -115,6 +115,11 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	if err := s.mutate(ar); err != nil {
 		return nil, false, err
 	}
+	q.admission = nil // a retry starts over
+	if err := s.mutateWebhooks(q, ar); err != nil {
+		return nil, false, err
+	}
+	desired = ar.Object
 	// A binding is built by the server itself; pod-spec immutability does
 	// not apply to spec.nodeName set through it. A finalize is built by
 	// the server too (only spec.finalizers changes, see finalize).
@@ -150,6 +155,10 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		if errs := q.res.ValidateUpdate(desired, cur); len(errs) > 0 {
 			return nil, false, invalid(q.res, q.info.Name, errs)
 		}
+	}
+	ar.Object = desired
+	if err := s.validateWebhooks(q, ar); err != nil {
+		return nil, false, err
 	}
 	if cur.GetDeletionTimestamp() != nil && hasNewFinalizer(cur.GetFinalizers(), desired.GetFinalizers()) {
 		return nil, false, apierrors.NewForbidden(q.res.GroupResource(), q.info.Name, errors.New("no new finalizers can be added if the object is being deleted"))

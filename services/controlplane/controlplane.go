@@ -34,6 +34,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
+	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 	"github.com/cairn-dev/cairn/services/embedded"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
@@ -82,6 +83,9 @@ type Config struct {
 	// serviceaccount controller, which creates every namespace's default
 	// ServiceAccount and kube-root-ca.crt ConfigMap: cairn up runs both.
 	ServiceAccountAdmission bool
+	// NodeNetNS names the network namespace of a node's pods (webhook.Config.NodeNetNS):
+	// how the apiserver reaches admission webhooks given as a service reference.
+	NodeNetNS func(node string) (path string, ok bool)
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -140,6 +144,8 @@ type ControlPlane struct {
 	ServiceAccountTokens        *serviceaccount.Tokens
 	ServiceAccountAuthenticator *serviceaccount.Authenticator
 	Registry                    *schemas.Registry
+	// Webhooks calls the admission webhooks.
+	Webhooks *webhook.Dispatcher
 	// CRDs follows CustomResourceDefinitions into Registry and runs their
 	// controllers.
 	CRDs    *crds.Controller
@@ -229,6 +235,12 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.ServiceAccountTokens, cp.ServiceAccountAuthenticator = sa.tokens, sa.authn
+	wh, err := webhook.New(webhook.Config{Store: cp.Store, Hub: cp.Hub, Authorizer: apiserver.CELAuthorizer(az.authorizer),
+		NodeNetNS: cfg.NodeNetNS, Log: cfg.Log.With("component", "webhooks")})
+	if err != nil {
+		return nil, err
+	}
+	cp.Webhooks = wh
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
@@ -243,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
 		Admission:        slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), cfg.Admission),
 		Tokens:           sa.tokens,
+		Webhooks:         wh,
 		ServiceIPs:       svcIPs,
 		NodePorts:        nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
@@ -271,6 +284,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := sa.start(ctx, cp); err != nil {
+		return nil, err
+	}
+	cp.goRun("webhook caches", wh.Run)
+	if err := wh.WaitForSync(ctx); err != nil {
 		return nil, err
 	}
 	// The repair loop is idempotent: every apiserver runs it.

@@ -145,7 +145,7 @@ func (a *applier) landed(ctx context.Context, t *txn) error {
 func writeMeta(e *events.Event) *events.WriteMeta {
 	return &events.WriteMeta{
 		ID: e.ID, Verb: e.Verb, Actor: e.Actor, AuditID: e.AuditID, CausationID: e.CausationID,
-		CorrelationID: e.CorrelationID, SourceIP: e.SourceIP, Time: e.Time,
+		CorrelationID: e.CorrelationID, SourceIP: e.SourceIP, Time: e.Time, Admission: e.Admission,
 		Key: events.RegistryKey(e.Group, e.Resource, e.Namespace, e.Name),
 	}
 }

@@ -23,15 +23,19 @@ func (o Object) short() string { return o.Kind + "/" + o.Name }
 // after created (Pod/web-1)".
 func (t *Timeline) Sentence(i int) string {
 	s := t.Steps[i]
+	what := s.What
+	if len(s.MutatedBy) > 0 {
+		what += ", mutated by " + strings.Join(s.MutatedBy, ", ")
+	}
 	if s.Cause < 0 {
-		return s.What
+		return what
 	}
 	c := t.Steps[s.Cause]
 	from := c.What
 	if c.Object != s.Object {
 		from += " of " + t.Objects[c.Object].short()
 	}
-	return fmt.Sprintf("%s %s after %s", s.What, FormatLatency(s.LatencyMS), from)
+	return fmt.Sprintf("%s %s after %s", what, FormatLatency(s.LatencyMS), from)
 }
 
 // FormatLatency renders milliseconds compactly: "41 ms", "1.2 s", "3m5s".

@@ -53,6 +53,9 @@ type Step struct {
 	LatencyMS float64 `json:"latencyMs"`
 	// CorrelationID is the root of the chain this step belongs to.
 	CorrelationID string `json:"correlationID,omitempty"`
+	// MutatedBy names the admission webhooks that changed the object on
+	// this write (events.Admission.MutatedBy).
+	MutatedBy []string `json:"mutatedBy,omitempty"`
 
 	causation string
 }
@@ -166,6 +169,9 @@ func (b *builder) addStep(p store.Pos, e *events.Event, prev []byte) {
 	s := Step{Pos: p, Time: e.Time, Object: b.objAt[e.UID], Type: e.Type, Verb: store.VerbOf(e),
 		Actor: e.Actor.User, EventID: e.ID, Class: class, What: what, Diff: changes, Cause: -1,
 		CorrelationID: e.CorrelationID, causation: e.CausationID}
+	if e.Admission != nil {
+		s.MutatedBy = e.Admission.MutatedBy
+	}
 	b.stepAt[p] = len(b.t.Steps)
 	b.t.Steps = append(b.t.Steps, s)
 }

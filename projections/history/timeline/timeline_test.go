@@ -278,3 +278,25 @@ func TestWriteSteps(t *testing.T) {
 		t.Errorf("the origin is not marked:\n%s", b.String())
 	}
 }
+
+// TestMutatedBy shows the admission webhooks that changed an object on its
+// step.
+func TestMutatedBy(t *testing.T) {
+	l := newTestLog()
+	for _, e := range l.evs {
+		if e.Resource == "pods" && e.Name == "pod-x" && e.Type == events.Added {
+			e.Admission = &events.Admission{MutatedBy: []string{"sidecar-injector.cairn.dev"}}
+		}
+	}
+	tl := build(t, historytest.Fill(t, l.evs), timeline.Options{Key: podXKey})
+	var b strings.Builder
+	if _, err := tl.WriteSteps(&b, store.Pos{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "created, mutated by sidecar-injector.cairn.dev") {
+		t.Errorf("no mutated by:\n%s", b.String())
+	}
+	if n := strings.Count(b.String(), "mutated by"); n != 1 {
+		t.Errorf("%d steps say mutated by:\n%s", n, b.String())
+	}
+}

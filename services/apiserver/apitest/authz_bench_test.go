@@ -139,13 +139,18 @@ func loadPolicy(b *testing.B, env *controlplanetest.Env) {
 // createAs creates authzPods/2 pods as alice with authzClients clients and
 // returns their latencies and the time it took.
 func createAs(b *testing.B, env *controlplanetest.Env, prefix string) ([]time.Duration, time.Duration) {
-	n := authzPods / 2
+	return createPodsAs(b, env, controlplanetest.UserToken, authzNS, prefix, authzPods/2)
+}
+
+// createPodsAs creates n pods in ns with the token's identity, from
+// authzClients clients, and returns their latencies and the time it took.
+func createPodsAs(b *testing.B, env *controlplanetest.Env, token, ns, prefix string, n int) ([]time.Duration, time.Duration) {
 	lat := make([]time.Duration, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range authzClients {
-		cfg := rest.CopyConfig(env.ConfigFor(controlplanetest.UserToken))
+		cfg := rest.CopyConfig(env.ConfigFor(token))
 		cfg.Dial = (&net.Dialer{}).DialContext
 		cs := kubernetes.NewForConfigOrDie(cfg)
 		wg.Go(func() {
@@ -157,7 +162,7 @@ func createAs(b *testing.B, env *controlplanetest.Env, prefix string) ([]time.Du
 				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%06d", prefix, i)},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36"}}}}
 				t0 := time.Now()
-				if _, err := cs.CoreV1().Pods(authzNS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				if _, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 					b.Error(err)
 					return
 				}

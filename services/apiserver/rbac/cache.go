@@ -114,30 +114,19 @@ var kinds = []string{"clusterroles", "roles", "clusterrolebindings", "rolebindin
 // snapshot replaces the contents with the four kinds read at one etcd
 // revision, which it returns.
 func (c *Caches) snapshot(ctx context.Context) (events.Revision, error) {
-	var rev events.Revision
-	objs := map[string][][]byte{}
-	for _, kind := range kinds {
-		prefix := storage.Key(rbacv1.GroupName, kind, "", "")
-		opts := storage.ListOptions{Limit: 500, Revision: rev}
-		for {
-			page, err := c.store.List(ctx, prefix, opts)
-			if err != nil {
-				return 0, fmt.Errorf("rbac: snapshot %s: %w", kind, err)
-			}
-			rev, opts.Revision = page.Revision, page.Revision
-			for _, kv := range page.Items {
-				objs[kind] = append(objs[kind], kv.Value)
-			}
-			if page.NextKey == "" {
-				break
-			}
-			opts.StartKey = page.NextKey
-		}
+	prefixes := make([]string, len(kinds))
+	for i, kind := range kinds {
+		prefixes[i] = storage.Key(rbacv1.GroupName, kind, "", "")
+	}
+	objs, rev, err := c.store.Snapshot(ctx, prefixes...)
+	if err != nil {
+		return 0, fmt.Errorf("rbac: %w", err)
 	}
 	fresh := &Caches{bindings: newBindings(), clusterRoles: map[string]*rbacv1.ClusterRole{}, roles: map[[2]string]*rbacv1.Role{}}
-	for kind, values := range objs {
-		for _, v := range values {
-			if err := fresh.apply(kind, events.Added, v); err != nil {
+	for i, kvs := range objs {
+		kind := kinds[i]
+		for _, kv := range kvs {
+			if err := fresh.apply(kind, events.Added, kv.Value); err != nil {
 				c.log.Warn("rbac cache: undecodable object", "resource", kind, "err", err)
 			}
 		}

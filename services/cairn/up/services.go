@@ -200,6 +200,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		ServiceAccountKeyDir:    s.paths.PKI,
 		ServiceAccountAdmission: true,
 		Identity:                s.id,
+		NodeNetNS:               embeddedNodeNetNS(s.cfg, s.paths),
 		OnReady:                 s.rep.Ready,
 		Log:                     s.log,
 	})

@@ -68,6 +68,8 @@ type Options struct {
 	// ServiceAccountAdmission runs the ServiceAccount admission plugin
 	// (controlplane.Config).
 	ServiceAccountAdmission bool
+	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
+	NodeNetNS func(node string) (string, bool)
 }
 
 // Start starts a control plane in t.TempDir().
@@ -108,6 +110,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		ServiceAccountAdmission: o.ServiceAccountAdmission,
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
+		NodeNetNS:               o.NodeNetNS,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

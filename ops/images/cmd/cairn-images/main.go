@@ -2,7 +2,7 @@
 // package github.com/cairn-dev/cairn/ops/images) into a directory and prints
 // one line per image: reference, manifest digest, archive path.
 //
-//	go run ./ops/images/cmd/cairn-images -out .cairn/images
+//	go run ./ops/images/cmd/cairn-images -out .cairn/images [-sidecar-injector BINARY]
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 func main() {
 	out := flag.String("out", ".cairn/images", "directory for the image archives")
 	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary")
+	injector := flag.String("sidecar-injector", "", "also build "+images.SidecarInjectorRef+" from this static sidecar-injector binary")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -26,6 +27,14 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cairn-images:", err)
 		os.Exit(1)
+	}
+	if *injector != "" {
+		img, err := images.BuildSidecarInjector(*injector, *out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cairn-images:", err)
+			os.Exit(1)
+		}
+		imgs = append(imgs, img)
 	}
 	for _, img := range imgs {
 		fmt.Printf("%s %s %s\n", img.Ref, img.Digest, img.Archive)
