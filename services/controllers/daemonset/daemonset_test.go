@@ -137,8 +137,8 @@ func TestNodeChanges(t *testing.T) {
 }
 
 // TestFailedPodReplaced: a failed daemon pod is deleted with a
-// FailedDaemonPod Event and replaced (kube's
-// TestDaemonKillFailedPods).
+// FailedDaemonPod Event and replaced, a succeeded one with a
+// SucceededDaemonPod Event (kube's TestDaemonKillFailedPods).
 func TestFailedPodReplaced(t *testing.T) {
 	const ns = "failed"
 	env := start(t, ns)
@@ -151,9 +151,24 @@ func TestFailedPodReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	controlplanetest.WaitForEvent(t, env, ns, ds.Name, ReasonFailedDaemonPod)
+	var second corev1.Pod
 	controlplanetest.Eventually(t, wait, "a replacement pod", func() bool {
 		live := daemonPods(t, env, ns, ds.UID)
-		return len(live) == 1 && live[0].UID != p.UID && live[0].Status.Phase != corev1.PodFailed
+		if len(live) == 1 && live[0].UID != p.UID && live[0].Status.Phase != corev1.PodFailed {
+			second = live[0]
+			return true
+		}
+		return false
+	})
+	// A pod that exits 0 is replaced too, with a Normal Event.
+	second.Status.Phase = corev1.PodSucceeded
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(context.Background(), &second, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.WaitForEvent(t, env, ns, ds.Name, ReasonSucceededDaemonPod)
+	controlplanetest.Eventually(t, wait, "a replacement of the succeeded pod", func() bool {
+		live := daemonPods(t, env, ns, ds.UID)
+		return len(live) == 1 && live[0].UID != second.UID && live[0].UID != p.UID
 	})
 }
 
