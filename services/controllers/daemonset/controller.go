@@ -10,7 +10,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -138,7 +137,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		},
 	})
 	consumer.ResyncFrom(c.dsets, c.ctrl, nil)
-	c.pods.AddHandler(consumer.Handler[*corev1.Pod]{OnAdd: c.onPodAdd, OnUpdate: c.onPodUpdate, OnDelete: c.onPodDelete})
+	c.pods.AddHandler(podcontrol.PodEvents{Kind: controllerKind, Expect: c.expect, Enqueue: c.ctrl.Enqueue, Adopters: c.adopters}.Handler())
 	c.nodes.AddHandler(consumer.Handler[*corev1.Node]{
 		OnAdd:    func(n *corev1.Node, ev *events.Event) { c.onNodeChange(nil, n, ev) },
 		OnUpdate: func(old, n *corev1.Node, ev *events.Event) { c.onNodeChange(old, n, ev) },
@@ -214,75 +213,16 @@ func sameTrueConditions(a, b []corev1.NodeCondition) bool {
 	return len(set) == 0
 }
 
-// controllerOf is the key of the DaemonSet that controls pod, if one does.
-func controllerOf(obj metav1.Object) (key string, ref *metav1.OwnerReference) {
-	ref = metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return "", nil
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != controllerKind.Group {
-		return "", nil
-	}
-	return consumer.Key(obj.GetNamespace(), ref.Name), ref
-}
-
-func (c *Controller) onPodAdd(pod *corev1.Pod, ev *events.Event) {
-	if pod.DeletionTimestamp != nil {
-		c.onPodDelete(pod, ev)
-		return
-	}
-	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.CreationObserved(key, ref.UID)
-		c.ctrl.Enqueue(key, ev)
-		return
-	}
-	if metav1.GetControllerOfNoCopy(pod) == nil {
-		for _, ds := range c.matching(pod) {
-			c.enqueue(ds, ev)
-		}
-	}
-}
-
-func (c *Controller) onPodUpdate(old, pod *corev1.Pod, ev *events.Event) {
-	if old.ResourceVersion == pod.ResourceVersion {
-		return
-	}
-	if pod.DeletionTimestamp != nil {
-		c.onPodDelete(pod, ev)
-		return
-	}
-	oldKey, oldRef := controllerOf(old)
-	key, ref := controllerOf(pod)
-	if oldRef != nil && (ref == nil || oldRef.UID != ref.UID) {
-		c.ctrl.Enqueue(oldKey, ev)
-	}
-	if ref != nil {
-		c.ctrl.Enqueue(key, ev)
-		return
-	}
-	if metav1.GetControllerOfNoCopy(pod) == nil {
-		for _, ds := range c.matching(pod) {
-			c.enqueue(ds, ev)
-		}
-	}
-}
-
-func (c *Controller) onPodDelete(pod *corev1.Pod, ev *events.Event) {
-	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.DeletionObserved(key, ref.UID, pod.UID)
-		c.ctrl.Enqueue(key, ev)
-	}
-}
-
-// matching is the DaemonSets in pod's namespace whose selector matches it.
-func (c *Controller) matching(pod *corev1.Pod) []*appsv1.DaemonSet {
-	var out []*appsv1.DaemonSet
+// adopters is the keys of the DaemonSets in pod's namespace whose selector
+// matches it: those that could adopt it.
+func (c *Controller) adopters(pod *corev1.Pod) []string {
+	var out []string
 	for _, ds := range c.dsets.ByIndex(consumer.IndexNamespace, pod.Namespace) {
 		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
-		out = append(out, ds)
+		out = append(out, consumer.KeyOf(ds))
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -136,8 +137,8 @@ func TestNodeChanges(t *testing.T) {
 }
 
 // TestFailedPodReplaced: a failed daemon pod is deleted with a
-// FailedDaemonPod Event and replaced (kube's
-// TestDaemonKillFailedPods).
+// FailedDaemonPod Event and replaced, a succeeded one with a
+// SucceededDaemonPod Event (kube's TestDaemonKillFailedPods).
 func TestFailedPodReplaced(t *testing.T) {
 	const ns = "failed"
 	env := start(t, ns)
@@ -150,9 +151,24 @@ func TestFailedPodReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	controlplanetest.WaitForEvent(t, env, ns, ds.Name, ReasonFailedDaemonPod)
+	var second corev1.Pod
 	controlplanetest.Eventually(t, wait, "a replacement pod", func() bool {
 		live := daemonPods(t, env, ns, ds.UID)
-		return len(live) == 1 && live[0].UID != p.UID && live[0].Status.Phase != corev1.PodFailed
+		if len(live) == 1 && live[0].UID != p.UID && live[0].Status.Phase != corev1.PodFailed {
+			second = live[0]
+			return true
+		}
+		return false
+	})
+	// A pod that exits 0 is replaced too, with a Normal Event.
+	second.Status.Phase = corev1.PodSucceeded
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(context.Background(), &second, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.WaitForEvent(t, env, ns, ds.Name, ReasonSucceededDaemonPod)
+	controlplanetest.Eventually(t, wait, "a replacement of the succeeded pod", func() bool {
+		live := daemonPods(t, env, ns, ds.UID)
+		return len(live) == 1 && live[0].UID != second.UID && live[0].UID != p.UID
 	})
 }
 
@@ -396,5 +412,52 @@ func TestCollision(t *testing.T) {
 	}
 	if st.DesiredNumberScheduled != 0 {
 		t.Errorf("desired %d without nodes", st.DesiredNumberScheduled)
+	}
+}
+
+// TestAdoptAndRelease: a matching orphan on a node is adopted instead of
+// a new pod being made; a pod whose labels stop matching is released and
+// replaced (kube's TestDaemonSetAdoptsOrphans and the controller ref
+// manager's tests).
+func TestAdoptAndRelease(t *testing.T) {
+	const ns = "adopt"
+	env := start(t, ns)
+	createNode(t, env, "n1")
+	orphan := controlplanetest.CreatePod(t, env, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox:1"}}},
+	})
+	// OnDelete: with RollingUpdate the adopted pod, of no known revision
+	// and not ready, would be replaced at once, as kube does.
+	ds := newDS(ns, "web")
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}
+	ds = createDS(t, env, ds)
+	controlplanetest.Eventually(t, wait, "the orphan adopted", func() bool {
+		p := controlplanetest.GetPod(t, env, ns, "orphan")
+		ref := metav1.GetControllerOf(p)
+		return ref != nil && ref.UID == ds.UID
+	})
+	waitStatus(t, env, ds, "the adopted pod counted", func(s appsv1.DaemonSetStatus) bool { return s.CurrentNumberScheduled == 1 })
+	if pods := daemonPods(t, env, ns, ds.UID); len(pods) != 1 || pods[0].UID != orphan.UID {
+		t.Fatalf("daemon pods %v, want only the adopted orphan", podNodes(t, pods))
+	}
+
+	for {
+		p := controlplanetest.GetPod(t, env, ns, "orphan")
+		p.Labels = map[string]string{"app": "other"}
+		_, err := env.Client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	controlplanetest.Eventually(t, wait, "the relabelled pod released", func() bool {
+		return metav1.GetControllerOf(controlplanetest.GetPod(t, env, ns, "orphan")) == nil
+	})
+	pods := waitNodes(t, env, ds, "n1")
+	if pods[0].UID == orphan.UID {
+		t.Fatal("the released pod still counts as the DaemonSet's")
 	}
 }

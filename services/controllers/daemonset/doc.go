@@ -38,9 +38,10 @@
 //     run them or that no longer exist (kube leaves bound pods of deleted
 //     nodes to the pod garbage collector, which cairn does not have),
 //     extra pods of a node (keeping the oldest, or with surge the old and
-//     new pair while the new one is not yet available), and failed pods,
-//     with a per-node exponential back-off (1 s doubling to 15 min) and a
-//     Warning FailedDaemonPod Event; creates go in slow-start batches
+//     new pair while the new one is not yet available), succeeded pods
+//     (Normal SucceededDaemonPod) and failed pods, with a per-node
+//     exponential back-off (1 s doubling to 15 min) and a Warning
+//     FailedDaemonPod Event; creates go in slow-start batches
 //     (1, 2, 4, ...), at most 250 creates and 250 deletes a round;
 //  4. with RollingUpdate, replaces old pods: without maxSurge, deletes
 //     old pods while fewer than maxUnavailable (rounded up) of the nodes
@@ -74,5 +75,5 @@
 // DaemonSet: Normal SuccessfulCreate "Created pod: NAME", SuccessfulDelete
 // "Deleted pod: NAME"; Warning FailedCreate "Error creating: ...",
 // FailedDelete "Error deleting: ...", FailedDaemonPod, and SelectingAll
-// for an empty selector.
+// for an empty selector; Normal SucceededDaemonPod.
 package daemonset

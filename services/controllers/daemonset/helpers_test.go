@@ -31,7 +31,7 @@ const wait = 45 * time.Second
 // start runs a control plane and the DaemonSet controller (with the
 // garbage collector) as the controller manager until the test ends, and
 // creates namespace ns.
-func start(t *testing.T, ns string) *controlplanetest.Env {
+func start(t testing.TB, ns string) *controlplanetest.Env {
 	t.Helper()
 	env, _ := startManager(t, ns)
 	return env
@@ -39,7 +39,7 @@ func start(t *testing.T, ns string) *controlplanetest.Env {
 
 // startManager is start, and also returns the manager, for tests that
 // must wait until its caches have applied the log.
-func startManager(t *testing.T, ns string) (*controlplanetest.Env, *consumer.Manager) {
+func startManager(t testing.TB, ns string) (*controlplanetest.Env, *consumer.Manager) {
 	t.Helper()
 	env := controlplanetest.Start(t)
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("DS_TEST_LOG"), nil)
@@ -70,7 +70,7 @@ func newDS(ns, name string) *appsv1.DaemonSet {
 	}
 }
 
-func createDS(t *testing.T, env *controlplanetest.Env, ds *appsv1.DaemonSet) *appsv1.DaemonSet {
+func createDS(t testing.TB, env *controlplanetest.Env, ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 	t.Helper()
 	got, err := env.Client.AppsV1().DaemonSets(ds.Namespace).Create(context.Background(), ds, metav1.CreateOptions{})
 	if err != nil {
@@ -79,7 +79,7 @@ func createDS(t *testing.T, env *controlplanetest.Env, ds *appsv1.DaemonSet) *ap
 	return got
 }
 
-func getDS(t *testing.T, env *controlplanetest.Env, ns, name string) *appsv1.DaemonSet {
+func getDS(t testing.TB, env *controlplanetest.Env, ns, name string) *appsv1.DaemonSet {
 	t.Helper()
 	ds, err := env.Client.AppsV1().DaemonSets(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -128,7 +128,7 @@ func withTaint(key string, effect corev1.TaintEffect) nodeOpt {
 	return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: effect}) }
 }
 
-func createNode(t *testing.T, env *controlplanetest.Env, name string, opts ...nodeOpt) *corev1.Node {
+func createNode(t testing.TB, env *controlplanetest.Env, name string, opts ...nodeOpt) *corev1.Node {
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	for _, o := range opts {
@@ -295,7 +295,7 @@ func revisions(t *testing.T, env *controlplanetest.Env, ds *appsv1.DaemonSet) []
 }
 
 // waitStatus waits until the DaemonSet's status satisfies ok.
-func waitStatus(t *testing.T, env *controlplanetest.Env, ds *appsv1.DaemonSet, what string, ok func(appsv1.DaemonSetStatus) bool) appsv1.DaemonSetStatus {
+func waitStatus(t testing.TB, env *controlplanetest.Env, ds *appsv1.DaemonSet, what string, ok func(appsv1.DaemonSetStatus) bool) appsv1.DaemonSetStatus {
 	t.Helper()
 	var st appsv1.DaemonSetStatus
 	deadline := time.Now().Add(wait)

@@ -27,12 +27,13 @@ var _ consumer.Reconciler = (*Controller)(nil)
 // Event reasons, as kube's DaemonSet controller and pod control record
 // them on the DaemonSet.
 const (
-	ReasonSuccessfulCreate = "SuccessfulCreate"
-	ReasonFailedCreate     = "FailedCreate"
-	ReasonSuccessfulDelete = "SuccessfulDelete"
-	ReasonFailedDelete     = "FailedDelete"
-	ReasonFailedDaemonPod  = "FailedDaemonPod"
-	ReasonSelectingAll     = "SelectingAll"
+	ReasonSuccessfulCreate   = "SuccessfulCreate"
+	ReasonFailedCreate       = "FailedCreate"
+	ReasonSuccessfulDelete   = "SuccessfulDelete"
+	ReasonFailedDelete       = "FailedDelete"
+	ReasonFailedDaemonPod    = "FailedDaemonPod"
+	ReasonSucceededDaemonPod = "SucceededDaemonPod"
+	ReasonSelectingAll       = "SelectingAll"
 )
 
 // round is what one reconcile of a DaemonSet works with.
@@ -214,6 +215,9 @@ func (c *Controller) podsOnNode(ctx context.Context, r *round, node *corev1.Node
 				c.backoff.Next(key, r.now)
 				c.event(ctx, ds, corev1.EventTypeWarning, ReasonFailedDaemonPod,
 					fmt.Sprintf("Found failed daemon pod %s/%s on node %s, will try to kill it", p.Namespace, p.Name, node.Name))
+			} else {
+				c.event(ctx, ds, corev1.EventTypeNormal, ReasonSucceededDaemonPod,
+					fmt.Sprintf("Found succeeded daemon pod %s/%s on node %s, will try to delete it", p.Namespace, p.Name, node.Name))
 			}
 			del = append(del, p)
 		}

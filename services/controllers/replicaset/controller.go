@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/events"
@@ -115,11 +114,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		OnDelete: c.onReplicaSetDelete,
 	})
 	consumer.ResyncFrom(rsets, c.ctrl, nil)
-	pods.AddHandler(consumer.Handler[*corev1.Pod]{
-		OnAdd:    c.onPodAdd,
-		OnUpdate: c.onPodUpdate,
-		OnDelete: c.onPodDelete,
-	})
+	pods.AddHandler(podcontrol.PodEvents{Kind: controllerKind, Expect: c.expect, Enqueue: c.ctrl.Enqueue, Adopters: c.adopters}.Handler())
 	return c, nil
 }
 
@@ -133,93 +128,16 @@ func (c *Controller) onReplicaSetDelete(rs *appsv1.ReplicaSet, ev *events.Event)
 	c.ctrl.Enqueue(key, ev)
 }
 
-// controllerOf is the key and UID of the ReplicaSet that controls pod, if a
-// ReplicaSet does.
-func controllerOf(pod *corev1.Pod) (key string, ref *metav1.OwnerReference) {
-	ref = metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || ref.Kind != controllerKind.Kind {
-		return "", nil
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != controllerKind.Group {
-		return "", nil
-	}
-	return consumer.Key(pod.Namespace, ref.Name), ref
-}
-
-func (c *Controller) onPodAdd(pod *corev1.Pod, ev *events.Event) {
-	if pod.DeletionTimestamp != nil {
-		// Seen for the first time already terminating (a snapshot after a
-		// restart): it is a deletion, not a creation.
-		c.onPodDelete(pod, ev)
-		return
-	}
-	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.CreationObserved(key, ref.UID)
-		c.ctrl.Enqueue(key, ev)
-		return
-	}
-	if metav1.GetControllerOfNoCopy(pod) == nil {
-		// An orphan: every ReplicaSet that could adopt it.
-		for _, rs := range c.matching(pod) {
-			c.enqueue(rs, ev)
-		}
-	}
-}
-
-func (c *Controller) onPodUpdate(old, pod *corev1.Pod, ev *events.Event) {
-	if old.ResourceVersion == pod.ResourceVersion {
-		return
-	}
-	labelsChanged := !labels.Equals(old.Labels, pod.Labels)
-	if pod.DeletionTimestamp != nil {
-		// Graceful deletion: the pod stops counting now, and the
-		// ReplicaSet may replace it without waiting for the DELETED event.
-		c.onPodDelete(pod, ev)
-		if labelsChanged {
-			c.onPodDelete(old, ev)
-		}
-		return
-	}
-	oldKey, oldRef := controllerOf(old)
-	key, ref := controllerOf(pod)
-	refChanged := !sameRef(oldRef, ref)
-	if refChanged && oldRef != nil {
-		c.ctrl.Enqueue(oldKey, ev)
-	}
-	if ref != nil {
-		c.ctrl.Enqueue(key, ev)
-		return
-	}
-	if metav1.GetControllerOfNoCopy(pod) == nil && (labelsChanged || refChanged) {
-		for _, rs := range c.matching(pod) {
-			c.enqueue(rs, ev)
-		}
-	}
-}
-
-func (c *Controller) onPodDelete(pod *corev1.Pod, ev *events.Event) {
-	if key, ref := controllerOf(pod); ref != nil {
-		c.expect.DeletionObserved(key, ref.UID, pod.UID)
-		c.ctrl.Enqueue(key, ev)
-	}
-}
-
-func sameRef(a, b *metav1.OwnerReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.UID == b.UID
-}
-
-// matching is the ReplicaSets in pod's namespace whose selector matches it.
-func (c *Controller) matching(pod *corev1.Pod) []*appsv1.ReplicaSet {
-	var out []*appsv1.ReplicaSet
+// adopters is the keys of the ReplicaSets in pod's namespace whose selector
+// matches it: those that could adopt it.
+func (c *Controller) adopters(pod *corev1.Pod) []string {
+	var out []string
 	for _, rs := range c.rsets.ByIndex(consumer.IndexNamespace, pod.Namespace) {
 		sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
-		out = append(out, rs)
+		out = append(out, consumer.KeyOf(rs))
 	}
 	return out
 }
