@@ -54,11 +54,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		certPEM, keyPEM, err := ca.IssueServing(inject.Name, []string{inject.ServiceHost})
-		if err != nil {
-			return err
-		}
-		out, err := inject.Manifest(ca.CAPEM, certPEM, keyPEM)
+		out, err := inject.ManifestFor(ca)
 		if err != nil {
 			return err
 		}

@@ -322,6 +322,7 @@ func TestWebhooks(t *testing.T) {
 		hook.MatchConditions = []admissionregistrationv1.MatchCondition{
 			{Name: "prefix", Expression: "object.metadata.name.startsWith('match-')"},
 			{Name: "admin", Expression: "request.userInfo.username == 'admin'"},
+			{Name: "authorized", Expression: "authorizer.group('').resource('pods').namespace('default').check('create').allowed()"},
 		}
 		addMutating(t, env, "cond", hook)
 		for _, name := range []string{"match-me", "skip-me"} {

@@ -71,11 +71,7 @@ func TestSidecarInjectorExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := ca.IssueServing(inject.Name, []string{inject.ServiceHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := inject.Manifest(ca.CAPEM, certPEM, keyPEM)
+	manifest, err := inject.ManifestFor(ca)
 	if err != nil {
 		t.Fatal(err)
 	}

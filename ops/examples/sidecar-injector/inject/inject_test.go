@@ -152,11 +152,7 @@ func TestManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := ca.IssueServing(inject.Name, []string{inject.ServiceHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := inject.Manifest(ca.CAPEM, certPEM, keyPEM)
+	out, err := inject.ManifestFor(ca)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // Where the example runs.
@@ -85,6 +87,16 @@ func Manifest(caPEM, certPEM, keyPEM []byte) ([]byte, error) {
 		out.Write(b)
 	}
 	return out.Bytes(), nil
+}
+
+// ManifestFor is Manifest with a serving certificate for ServiceHost
+// issued by ca (the cluster CA: `sidecar-injector manifest --pki DIR`).
+func ManifestFor(ca *pki.PKI) ([]byte, error) {
+	certPEM, keyPEM, err := ca.IssueServing(Name, []string{ServiceHost})
+	if err != nil {
+		return nil, err
+	}
+	return Manifest(ca.CAPEM, certPEM, keyPEM)
 }
 
 func tm(apiVersion, kind string) metav1.TypeMeta {
