@@ -162,7 +162,7 @@ func checkUpOutput(t *testing.T, dir string, stdout []string, stderr string) {
 	if want := []string{"export KUBECONFIG=" + filepath.Join(dir, "kubeconfig")}; !slices.Equal(stdout[sum+1:], want) {
 		t.Errorf("stdout after the summary %q, want %q", stdout[sum+1:], want)
 	}
-	want := []string{"pki", "kubeconfig", "etcd", "nats", "log", "apiserver", "history", "controller-manager", "scheduler"}
+	want := []string{"pki", "kubeconfig", "etcd", "nats", "log", "apiserver", "history", "controller-manager", "scheduler", "cluster-dns"}
 	if !slices.Equal(components, want) {
 		t.Errorf("ready lines for %q, want %q", components, want)
 	}
