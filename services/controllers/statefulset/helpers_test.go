@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -30,7 +31,6 @@ const wait = 60 * time.Second
 // that reports the pods it admits Running and Ready and finishes
 // deletes; gate decides which pods it admits.
 type world struct {
-	t   *testing.T
 	env *controlplanetest.Env
 
 	mu   sync.Mutex
@@ -39,20 +39,34 @@ type world struct {
 
 func start(t *testing.T) *world {
 	t.Helper()
+	w := newWorld(t)
+	w.replica(t, nil)
+	return w
+}
+
+// newWorld is the control plane and the kubelet, without a controller.
+func newWorld(t *testing.T) *world {
+	t.Helper()
 	// TLS: a kubeconfig sends its token only over https.
 	env := controlplanetest.Start(t, controlplanetest.Options{TLS: true})
-	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("STS_TEST_LOG"), nil)
-	if _, err := New(m, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	controlplanetest.RunSynced(t, m)
-	w := &world{t: t, env: env, gate: func(*corev1.Pod) bool { return true }}
+	w := &world{env: env, gate: func(*corev1.Pod) bool { return true }}
 	cairntest.StartKubelet(t, env.Kubeconfig, cairntest.KubeletConfig{FinishDeletes: true, Admit: func(p *corev1.Pod) bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.gate(p)
 	}})
 	return w
+}
+
+// replica runs a controller-manager replica with the StatefulSet
+// controller (tweak: its sharding) until stop or the end of the test.
+func (w *world) replica(t *testing.T, tweak func(*consumer.ManagerOptions)) (stop func()) {
+	t.Helper()
+	m := consumertest.Manager(t, w.env, controlplanetest.ControllerToken, controlplanetest.Logger("STS_TEST_LOG"), tweak)
+	if _, err := New(m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return controlplanetest.RunStoppable(t, m)
 }
 
 // admit sets which pods the kubelet starts from now on.
