@@ -72,7 +72,9 @@
 //
 // The pod and ControllerRevision caches are Partitioned: a replica of a
 // sharded controller-manager receives the pods and revisions of the sets
-// it owns (and the orphans), as the ReplicaSet controller does.
+// it owns (and the orphans), as the ReplicaSet controller does; pods are
+// claimed (adopted, released) through package podclaim. TestSharded has a
+// replica take over the sets of one that stopped.
 //
 // # Benchmark
 //
