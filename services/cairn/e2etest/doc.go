@@ -18,4 +18,8 @@
 // makes the pod Running): 30 pods at once on the real node of a `cairn up`,
 // and 10,000 pods of 100 Deployments on 1,000 hollow nodes through the real
 // controller-manager and scheduler.
+//
+// TestE2EStatefulSet runs a StatefulSet of 2 behind a headless Service on
+// the node: db-0 then db-1 in containerd, each with its hostname (kubectl
+// exec), and a deleted db-0 back under its name.
 package e2etest

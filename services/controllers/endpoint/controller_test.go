@@ -200,31 +200,10 @@ func TestScaleOut(t *testing.T) {
 }
 
 // runStoppable runs a manager with both controllers, as runManager, and
-// returns a stop that ends it and waits for it.
+// returns its stop.
 func runStoppable(t *testing.T, env *controlplanetest.Env, tweak func(*consumer.ManagerOptions)) (stop func()) {
 	t.Helper()
-	m := newManager(t, env, tweak)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	sctx, scancel := context.WithTimeout(ctx, wait)
-	defer scancel()
-	if err := m.WaitForSync(sctx); err != nil {
-		t.Fatal(err)
-	}
-	var stopped bool
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return controlplanetest.RunStoppable(t, newManager(t, env, tweak))
 }
 
 // eventsFrom reads the log's events of a resource in ns from revision

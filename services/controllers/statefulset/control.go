@@ -217,7 +217,7 @@ func (r *round) processCondemned(ctx context.Context, firstUnavailable *corev1.P
 		return false, nil
 	}
 	if monotonic && pod != firstUnavailable && r.unavailable(pod) {
-		r.log.Debug("waiting for pod to be available before scale down", "pod", firstUnavailable.Name)
+		r.log.Debug("waiting for pod to be available before scale down: it is not the first unavailable", "pod", pod.Name)
 		return true, nil
 	}
 	r.log.Info("deleting pod for scale down", "pod", pod.Name)

@@ -72,7 +72,17 @@
 //
 // The pod and ControllerRevision caches are Partitioned: a replica of a
 // sharded controller-manager receives the pods and revisions of the sets
-// it owns (and the orphans), as the ReplicaSet controller does.
+// it owns (and the orphans), as the ReplicaSet controller does; pods are
+// claimed (adopted, released) through package podclaim. TestSharded has a
+// replica take over the sets of one that stopped.
+//
+// # Benchmark
+//
+// BenchmarkCreate creates a Parallel set of 200 pods on a real control
+// plane and, as the baseline of the same run, a ReplicaSet of 200: on a
+// loaded 2-core machine 661 and 390 pods/s for the set against 549 and
+// 388 for the ReplicaSet (ratio 1.2 and 1.0). OrderedReady is bound by
+// the pods becoming ready one after the other, not by the controller.
 //
 // # volumeClaimTemplates
 //

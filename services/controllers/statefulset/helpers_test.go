@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -30,29 +31,42 @@ const wait = 60 * time.Second
 // that reports the pods it admits Running and Ready and finishes
 // deletes; gate decides which pods it admits.
 type world struct {
-	t   *testing.T
 	env *controlplanetest.Env
 
 	mu   sync.Mutex
 	gate func(p *corev1.Pod) bool
 }
 
-func start(t *testing.T) *world {
+func start(t testing.TB) *world {
+	t.Helper()
+	w := newWorld(t)
+	w.replica(t, nil)
+	return w
+}
+
+// newWorld is the control plane and the kubelet, without a controller.
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	// TLS: a kubeconfig sends its token only over https.
 	env := controlplanetest.Start(t, controlplanetest.Options{TLS: true})
-	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("STS_TEST_LOG"), nil)
-	if _, err := New(m, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	controlplanetest.RunSynced(t, m)
-	w := &world{t: t, env: env, gate: func(*corev1.Pod) bool { return true }}
+	w := &world{env: env, gate: func(*corev1.Pod) bool { return true }}
 	cairntest.StartKubelet(t, env.Kubeconfig, cairntest.KubeletConfig{FinishDeletes: true, Admit: func(p *corev1.Pod) bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.gate(p)
 	}})
 	return w
+}
+
+// replica runs a controller-manager replica with the StatefulSet
+// controller (tweak: its sharding) until stop or the end of the test.
+func (w *world) replica(t testing.TB, tweak func(*consumer.ManagerOptions)) (stop func()) {
+	t.Helper()
+	m := consumertest.Manager(t, w.env, controlplanetest.ControllerToken, controlplanetest.Logger("STS_TEST_LOG"), tweak)
+	if _, err := New(m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return controlplanetest.RunStoppable(t, m)
 }
 
 // admit sets which pods the kubelet starts from now on.
@@ -62,7 +76,7 @@ func (w *world) admit(gate func(p *corev1.Pod) bool) {
 	w.gate = gate
 }
 
-func (w *world) namespace(t *testing.T, ns string) {
+func (w *world) namespace(t testing.TB, ns string) {
 	t.Helper()
 	if _, err := w.env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -88,7 +102,7 @@ func newSet(ns, name string, replicas int32) *appsv1.StatefulSet {
 	}
 }
 
-func (w *world) create(t *testing.T, set *appsv1.StatefulSet) *appsv1.StatefulSet {
+func (w *world) create(t testing.TB, set *appsv1.StatefulSet) *appsv1.StatefulSet {
 	t.Helper()
 	got, err := w.env.Client.AppsV1().StatefulSets(set.Namespace).Create(context.Background(), set, metav1.CreateOptions{})
 	if err != nil {
@@ -97,7 +111,7 @@ func (w *world) create(t *testing.T, set *appsv1.StatefulSet) *appsv1.StatefulSe
 	return got
 }
 
-func (w *world) get(t *testing.T, ns, name string) *appsv1.StatefulSet {
+func (w *world) get(t testing.TB, ns, name string) *appsv1.StatefulSet {
 	t.Helper()
 	got, err := w.env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -107,7 +121,7 @@ func (w *world) get(t *testing.T, ns, name string) *appsv1.StatefulSet {
 }
 
 // update applies change to the set, retrying conflicts.
-func (w *world) update(t *testing.T, ns, name string, change func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
+func (w *world) update(t testing.TB, ns, name string, change func(*appsv1.StatefulSet)) *appsv1.StatefulSet {
 	t.Helper()
 	for {
 		set := w.get(t, ns, name)
@@ -127,7 +141,7 @@ func setImage(image string) func(*appsv1.StatefulSet) {
 }
 
 // waitSet waits for the set to satisfy cond.
-func (w *world) waitSet(t *testing.T, ns, name, what string, cond func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {
+func (w *world) waitSet(t testing.TB, ns, name, what string, cond func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {
 	t.Helper()
 	var set *appsv1.StatefulSet
 	defer func() {
@@ -156,7 +170,7 @@ func settled(set *appsv1.StatefulSet) bool {
 }
 
 // pods lists the pods of ns, sorted by name.
-func (w *world) pods(t *testing.T, ns string) []corev1.Pod {
+func (w *world) pods(t testing.TB, ns string) []corev1.Pod {
 	t.Helper()
 	list, err := w.env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -174,7 +188,7 @@ func names(pods []corev1.Pod) []string {
 	return out
 }
 
-func (w *world) revisions(t *testing.T, ns string) []appsv1.ControllerRevision {
+func (w *world) revisions(t testing.TB, ns string) []appsv1.ControllerRevision {
 	t.Helper()
 	list, err := w.env.Client.AppsV1().ControllerRevisions(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -184,7 +198,7 @@ func (w *world) revisions(t *testing.T, ns string) []appsv1.ControllerRevision {
 }
 
 // podEvents is every pod event of ns on the log, in commit order.
-func (w *world) podEvents(t *testing.T, ns string) []*events.Event {
+func (w *world) podEvents(t testing.TB, ns string) []*events.Event {
 	t.Helper()
 	controlplanetest.WaitForLog(t, w.env)
 	var out []*events.Event
@@ -198,7 +212,7 @@ func (w *world) podEvents(t *testing.T, ns string) []*events.Event {
 	return out
 }
 
-func podOf(t *testing.T, ev *events.Event) *corev1.Pod {
+func podOf(t testing.TB, ev *events.Event) *corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if err := json.Unmarshal(ev.Object, &p); err != nil {
@@ -209,7 +223,7 @@ func podOf(t *testing.T, ev *events.Event) *corev1.Pod {
 
 // firstRevision is the log revision of the first event of pod name after
 // revision from that satisfies cond, 0 if none does.
-func firstRevision(t *testing.T, evs []*events.Event, from int64, name string, cond func(ev *events.Event, p *corev1.Pod) bool) events.Revision {
+func firstRevision(t testing.TB, evs []*events.Event, from int64, name string, cond func(ev *events.Event, p *corev1.Pod) bool) events.Revision {
 	t.Helper()
 	for _, ev := range evs {
 		if int64(ev.Revision) > from && ev.Name == name && cond(ev, podOf(t, ev)) {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,6 +195,29 @@ func RunSynced(t testing.TB, r SyncRunner) context.Context {
 		t.Fatalf("wait for sync: %v", err)
 	}
 	return ctx
+}
+
+// RunStoppable runs r as RunSynced does, and returns stop, which cancels
+// it and waits for it to return (a replica that goes away while the test
+// goes on); the cleanup stops it if the test did not.
+func RunStoppable(t testing.TB, r SyncRunner) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := r.WaitForSync(sctx); err != nil {
+		t.Fatalf("wait for sync: %v", err)
+	}
+	return stop
 }
 
 // CreatePod creates p through env's admin client or fails the test.
