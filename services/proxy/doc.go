@@ -46,11 +46,12 @@
 // A Proxier is told of Services and slices (SetService, SetEndpointSlice,
 // Delete...) and marks their Service dirty. Sync computes the rules of the
 // dirty Services only, compares them with what it programmed last, and
-// writes one transaction: map elements deleted or added where their verdict
-// changed, changed chains added, flushed and rewritten (endpoint chains
-// first), chains no longer wanted flushed and then deleted. An unchanged
-// Service is not in the transaction, so a sync's cost follows the change,
-// not the number of Services. The first Sync, and the one after a failure
+// writes one transaction (nft -f, or with Config.Netlink one netlink batch,
+// as a node's proxy does: see Cost): map elements deleted or added where
+// their verdict changed, changed chains added, flushed and rewritten
+// (endpoint chains first), chains no longer wanted flushed and then
+// deleted. An unchanged Service is not in the transaction, so a sync's
+// size follows the change, not the number of Services. The first Sync, and the one after a failure
 // or Resync, is full: it writes the fixed objects, empties the maps, writes
 // every Service, and deletes chains and sets of the table nobody wants; so a
 // restarted proxy takes over its predecessor's table in one atomic step,
