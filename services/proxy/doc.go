@@ -97,6 +97,10 @@
 // them as endpoints. The Service range is routed to the namespace's lo
 // (from 100.64.0.1): with no default route, a ClusterIP without endpoints
 // would otherwise fail routing before the forward hook refuses it.
+// TestServices (services/cairn/e2etest) fetches https://10.96.0.1 from a
+// pod as client-go's in-cluster config does: KUBERNETES_SERVICE_HOST, the
+// pod's service-account token and CA, the certificate checked for
+// kubernetes.default.svc; the apiserver names the service account.
 //
 // # Cost
 //
@@ -159,6 +163,4 @@
 //   - The relay listens on the port of the one apiserver in the proxy's
 //     kubeconfig; apiservers on other ports (one per port in the kubernetes
 //     Service) are not relayed, and the relay does not fail over.
-//   - A pod's service-account token and KUBERNETES_SERVICE_HOST (client-go's
-//     in-cluster config) are the kubelet's, not built yet.
 package proxy
