@@ -131,9 +131,23 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	runners := []consumer.Runner{k}
 	if p := cfg.Proxy; p != nil {
+		plog := log.With("component", "proxy")
 		runners = append(runners, consumer.RunnerFunc(func(ctx context.Context) error {
-			return proxy.RunNode(ctx, proxy.NodeConfig{RestConfig: p.RestConfig, JS: cfg.JS, NodeName: cfg.NodeName,
-				NetNS: rt.NetNSPath(), ClusterCIDR: p.ClusterCIDR, Metrics: p.Metrics, Log: log.With("component", "proxy")})
+			// As kube-proxy is a process of its own, a failing proxy (nft
+			// missing, say) is retried without taking the kubelet down.
+			for {
+				err := proxy.RunNode(ctx, proxy.NodeConfig{RestConfig: p.RestConfig, JS: cfg.JS, NodeName: cfg.NodeName,
+					NetNS: rt.NetNSPath(), ClusterCIDR: p.ClusterCIDR, Metrics: p.Metrics, Log: plog})
+				if ctx.Err() != nil {
+					return nil
+				}
+				plog.Error("node proxy failed; restarting it in 10s", "err", err)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(10 * time.Second):
+				}
+			}
 		}))
 	}
 	if cfg.Ready != nil {

@@ -46,11 +46,12 @@
 // A Proxier is told of Services and slices (SetService, SetEndpointSlice,
 // Delete...) and marks their Service dirty. Sync computes the rules of the
 // dirty Services only, compares them with what it programmed last, and
-// writes one transaction: map elements deleted or added where their verdict
-// changed, changed chains added, flushed and rewritten (endpoint chains
-// first), chains no longer wanted flushed and then deleted. An unchanged
-// Service is not in the transaction, so a sync's cost follows the change,
-// not the number of Services. The first Sync, and the one after a failure
+// writes one transaction (nft -f, or with Config.Netlink one netlink batch,
+// as a node's proxy does: see Cost): map elements deleted or added where
+// their verdict changed, changed chains added, flushed and rewritten
+// (endpoint chains first), chains no longer wanted flushed and then
+// deleted. An unchanged Service is not in the transaction, so a sync's
+// size follows the change, not the number of Services. The first Sync, and the one after a failure
 // or Resync, is full: it writes the fixed objects, empties the maps, writes
 // every Service, and deletes chains and sets of the table nobody wants; so a
 // restarted proxy takes over its predecessor's table in one atomic step,
@@ -96,6 +97,10 @@
 // them as endpoints. The Service range is routed to the namespace's lo
 // (from 100.64.0.1): with no default route, a ClusterIP without endpoints
 // would otherwise fail routing before the forward hook refuses it.
+// TestServices (services/cairn/e2etest) fetches https://10.96.0.1 from a
+// pod as client-go's in-cluster config does: KUBERNETES_SERVICE_HOST, the
+// pod's service-account token and CA, the certificate checked for
+// kubernetes.default.svc; the apiserver names the service account.
 //
 // # Cost
 //
@@ -120,7 +125,34 @@
 // google/nftables marks anonymous sets big-endian; the kernel compares them
 // right.) Full Syncs, the first and a restart's, stay one nft transaction.
 //
-// # COSTFIGURES
+// TestSyncCost (go tool task bench:proxy; CAIRN_PROXY_COST=1000,10000,
+// real nft 1.0.6 and kernel 6.18 in a namespace of its own, the shared
+// 2-core machine at a load of 15-25) measured, per change of one
+// EndpointSlice (one endpoint of 10 going unready, 50 Services):
+//
+//	Services  netlink p50/p99   nft p50/p99      program all  full rewrite
+//	1,000     94 / 294 ms       258 / 748 ms     4.7 s        9.1 s
+//	10,000    328 / 778 ms      2.30 / 6.49 s    2m52s        6m12s
+//
+// Over netlink a change costs 3.5x more at 10x the Services, through nft
+// 9x, and at 10,000 Services netlink is 7x faster. What still grows is the
+// kernel's: a batch that adds a rule or map element with a verdict (jump,
+// goto; a NAT expression too) marks the table for validation, and the
+// commit walks the table's whole chain graph from its base chains. By hand
+// (netlink, a table of 10,000 service and 10,000 endpoint chains): a chain
+// alone or a rule with only a counter 0.4-2 ms, a rule with a jump 24-81
+// ms, a verdict-map element 11-214 ms; in a tiny table all of them ~0.1
+// ms. Open: changes that touch only elements of maps without verdicts
+// (e.g. endpoints as a numgen-indexed address map per Service), or the
+// Services split over several tables, so that a change validates a part
+// of the ruleset only.
+//
+// BenchmarkProxy measured the whole path, 1,000 Services x 10 endpoints
+// written through a real apiserver, a node's proxy in a namespace: all
+// programmed 2.9 s after the proxy started; an EndpointSlice update sent
+// to the apiserver to the changed rule live in the kernel (read back over
+// netlink) p50 63 ms, p99 155 ms; a full rewrite (a restarted proxy taking
+// the table over) 6.8 s, 107x a change's p50.
 //
 // # Not yet done
 //
@@ -131,6 +163,4 @@
 //   - The relay listens on the port of the one apiserver in the proxy's
 //     kubeconfig; apiservers on other ports (one per port in the kubernetes
 //     Service) are not relayed, and the relay does not fail over.
-//   - A pod's service-account token and KUBERNETES_SERVICE_HOST (client-go's
-//     in-cluster config) are the kubelet's, not built yet.
 package proxy

@@ -76,6 +76,27 @@ func traffic(t *testing.T, cfg Config) {
 		t.Errorf("connect to a Service without endpoints: %v, want connection refused", err)
 	}
 
+	// sessionAffinity ClientIP: after the first connection, the same
+	// client always reaches the same endpoint.
+	sticky := service("sticky", "172.30.0.44", clientIP)
+	sticky.Spec.Ports[0].TargetPort.IntVal = 8080
+	p.SetService(sticky)
+	ss := slice("sticky", "st1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "ready"})
+	ss.Ports[0].Port = knftables.PtrTo(int32(8080))
+	p.SetEndpointSlice(ss)
+	if _, err := p.Sync(ctx); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	first, err := fetch("172.30.0.44:80")
+	if err != nil {
+		t.Fatalf("connect to the sticky ClusterIP: %v", err)
+	}
+	for range 20 {
+		if got, err := fetch("172.30.0.44:80"); err != nil || got != first {
+			t.Fatalf("with ClientIP affinity a connection reached %q, %v; the first reached %s", got, err, first)
+		}
+	}
+
 	// One endpoint goes unready: only the other answers.
 	s = slice("web", "w1", ep{"10.180.0.1", "unready"}, ep{"10.180.0.2", "ready"})
 	s.Ports[0].Port = knftables.PtrTo(int32(8080))

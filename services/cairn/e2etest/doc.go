@@ -5,7 +5,13 @@
 // ops/examples/web.yaml, pods Ready with IPs, containers checked directly
 // through containerd's CRI socket, pod-to-pod traffic by IP, logs and exec,
 // scaling, crash-loop back-off, and clean-up down to the last container,
-// sandbox and network namespace. TestPortableBinary runs a copy of the
+// sandbox and network namespace. TestServices follows issue 15's path
+// through the node's proxy: kubectl expose, fetches by ClusterIP from
+// another pod balanced over the pods, scale and readiness followed, a
+// NodePort on the node's address, the rules gone with the Service, and the
+// apiserver at https://10.96.0.1 from a pod (testdata/tlsget checks its
+// certificate); TestServicesOnJoinedNode the same from a node added with
+// cairn kubelet. TestPortableBinary runs a copy of the
 // binary outside the checkout, in an empty directory with no Go toolchain
 // on PATH, to Ready pods and a stop that leaves no process behind.
 // TestE2EDaemonSet has a DaemonSet's pod placed on the node by the

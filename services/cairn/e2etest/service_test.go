@@ -115,6 +115,20 @@ func TestServices(t *testing.T) {
 		if body, err := get("https://10.96.0.1/api/v1/namespaces/default/pods"); err != nil || !strings.HasPrefix(body, "403\n") && !strings.HasPrefix(body, "401\n") {
 			t.Errorf("pods without a token = %q, %v; want 401 or 403 from the apiserver", body, err)
 		}
+		// What client-go's in-cluster config uses: the pod's service-account
+		// token and CA, and the kubernetes Service's address from the
+		// environment. The apiserver knows the pod's service account (which
+		// may not list pods): 200 or 403 naming it, never 401.
+		const sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+		host := strings.TrimSpace(c.OK(t, "exec", "client", "--", "sh", "-c", "echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"))
+		if host != "10.96.0.1:443" {
+			t.Errorf("KUBERNETES_SERVICE_HOST:PORT in the pod = %q, want 10.96.0.1:443", host)
+		}
+		r := c.Run(t, "exec", "client", "--", "/tmp/tlsget", "-ca", sa+"/ca.crt", "-token-file", sa+"/token",
+			"-server-name", "kubernetes.default.svc", "https://"+host+"/api/v1/namespaces/default/pods")
+		if r.Err != nil || !strings.HasPrefix(r.Stdout, "200\n") && !(strings.HasPrefix(r.Stdout, "403\n") && strings.Contains(r.Stdout, "system:serviceaccount:default:default")) {
+			t.Errorf("pods with the pod's service-account token: %s", r)
+		}
 	})
 
 	var one corev1.Pod

@@ -12,12 +12,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
 func main() {
 	ca := flag.String("ca", "", "PEM CA bundle")
 	name := flag.String("server-name", "", "name the certificate must cover")
+	tokenFile := flag.String("token-file", "", "bearer token to send, e.g. the pod's service-account token")
 	flag.Parse()
 	pem, err := os.ReadFile(*ca)
 	if err != nil {
@@ -29,7 +31,18 @@ func main() {
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: *name}}}
-	resp, err := hc.Get(flag.Arg(0))
+	req, err := http.NewRequest(http.MethodGet, flag.Arg(0), nil)
+	if err != nil {
+		fail(err)
+	}
+	if *tokenFile != "" {
+		token, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fail(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		fail(err)
 	}
