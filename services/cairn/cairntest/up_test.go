@@ -10,11 +10,12 @@ import (
 )
 
 // fakeUp is a stand-in for the cairn binary: `fakeUp up --data-dir D
-// --listen A [mode]` writes D/kubeconfig, prints "ready", and then, by
-// mode, waits for a signal and exits 0 (trap), or exits 3 at once (die).
+// --listen A [flags] mode` writes D/kubeconfig, prints "ready", and then,
+// by mode (the last argument), waits for a signal and exits 0 (trap), or
+// exits 3 at once (die).
 const fakeUp = `#!/bin/sh
 dir=$3
-mode=$6
+for mode; do :; done
 case "$mode" in
 die) echo "dying" >&2; exit 3 ;;
 esac
