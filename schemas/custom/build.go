@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -76,6 +77,7 @@ type strategy interface {
 	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
 	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error)
 }
 
 type statusStrategy interface {
@@ -202,7 +204,12 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 		ValidateStatusUpdate: func(o, old schemas.Object) field.ErrorList {
 			return ver.updateErrors(o, old, ver.status.ValidateUpdate(ctx, o, old))
 		},
+		// metadata.name, metadata.namespace and the version's
+		// selectableFields, as kube's strategy computes them.
 		Fields: func(o schemas.Object) fields.Set {
+			if _, set, err := st.GetAttrs(o); err == nil {
+				return set
+			}
 			set := fields.Set{"metadata.name": o.GetName()}
 			if ver.namespaced {
 				set["metadata.namespace"] = o.GetNamespace()

@@ -218,9 +218,13 @@ func TestCRDObjects(t *testing.T) {
 			t.Errorf("list %+v = %v (%s), want %v", tt.opts, names, l.GetKind(), tt.want)
 		}
 	}
-	_, err = dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.fuel=gas"})
+	// spec.fuel is a selectable field of the version, spec.serial is not.
+	if l, err := dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.fuel=gas"}); err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "k1" {
+		t.Errorf("field selector on spec.fuel: %v %v", l, err)
+	}
+	_, err = dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.serial=AB-1"})
 	if !apierrors.IsBadRequest(err) {
-		t.Errorf("field selector on spec.fuel: %v, want 400", err)
+		t.Errorf("field selector on spec.serial: %v, want 400", err)
 	}
 
 	// A watch from the create's resourceVersion sees what followed.
