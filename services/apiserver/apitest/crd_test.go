@@ -21,11 +21,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -607,5 +611,54 @@ func TestCRDControllerRuntime(t *testing.T) {
 	}
 	if err := c.Delete(ctx, got); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCRDTwoAPIServers: a kind defined through one apiserver is served by
+// another on the same etcd and log at once (it follows the definitions on
+// the log, and waits for them before answering 404), and stops being
+// served there when the definition goes.
+func TestCRDTwoAPIServers(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	other, err := controlplane.Start(ctx, controlplane.Config{EtcdEndpoints: env.EtcdEndpoints(), NATSURL: env.NATSURL(),
+		Listen: "127.0.0.1:0", NoFsync: true, Authenticator: apiserver.TokenAuthenticator{
+			controlplanetest.AdminToken: {User: "admin", Groups: []string{apiserver.GroupMasters}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "http://" + other.Addr
+	establish(t, env, kilnCRD(t))
+	dc := dynamic.NewForConfigOrDie(cfg).Resource(kilnGVR).Namespace("default")
+	if _, err := dc.Create(ctx, kiln("via-other", map[string]any{"fuel": "wood"}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create through the other apiserver: %v", err)
+	}
+	got, err := dynamic.NewForConfigOrDie(env.Config).Resource(kilnGVR).Namespace("default").Get(ctx, "via-other", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := unstructured.NestedInt64(got.Object, "spec", "maxTemperature"); n != 1200 {
+		t.Errorf("the other apiserver did not default: %v", got.Object["spec"])
+	}
+	rl, err := kubernetes.NewForConfigOrDie(cfg).Discovery().ServerResourcesForGroupVersion("pottery.example.com/v1")
+	if err != nil || len(rl.APIResources) != 3 {
+		t.Errorf("discovery on the other apiserver: %v %v", rl, err)
+	}
+	cs := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	if err := cs.Delete(ctx, "kilns.pottery.example.com", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := dc.List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kilns still served by the other apiserver: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
