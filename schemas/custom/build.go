@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/util/webhook"
 
 	"github.com/cairn-dev/cairn/schemas"
 )
@@ -46,12 +49,23 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 		return nil, fmt.Errorf("custom: %s: %w", crd.Name, err)
 	}
 	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
+	factory, err := converterFactory()
+	if err != nil {
+		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
+	}
+	conv, _, err := factory.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
+	}
 	var out []*schemas.Resource
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
 			continue
 		}
 		res, err := buildVersion(crd, v, storage, terminating)
+		if err == nil {
+			res.Custom.Converter = conv
+		}
 		if err != nil {
 			return nil, fmt.Errorf("custom: %s version %s: %w", crd.Name, v.Name, err)
 		}
@@ -59,6 +73,13 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 	}
 	return out, nil
 }
+
+// converterFactory makes the converters of definitions (kube's, with its
+// webhook client). Service references resolve to their cluster DNS names,
+// as kube's default resolver does; a url reaches the webhook directly.
+var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
+	return conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), nil)
+})
 
 // version is what one served version needs at request time.
 type served struct {

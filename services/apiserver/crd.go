@@ -62,6 +62,37 @@ func decodeCustom(body []byte) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
+// convertCustom converts a custom object to gv with its definition's
+// converter (a no-op if it is in gv already).
+func convertCustom(res *schemas.Resource, obj schemas.Object, gv schema.GroupVersion) (schemas.Object, error) {
+	if obj.GetObjectKind().GroupVersionKind().GroupVersion() == gv || res.Custom.Converter == nil {
+		return obj, nil
+	}
+	out, err := res.Custom.Converter.ConvertToVersion(obj, gv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	o, ok := out.(schemas.Object)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("conversion to %s returned a %T", gv, out))
+	}
+	return o, nil
+}
+
+// encodeFor encodes obj for etcd in its resource's storage version,
+// converting a custom object written in another version.
+func encodeFor(res *schemas.Resource, obj schemas.Object) ([]byte, error) {
+	gvk := res.StorageGVK()
+	if res.Custom != nil && gvk.GroupVersion() != res.GroupVersion {
+		stored, err := convertCustom(res, obj.DeepCopyObject().(schemas.Object), gvk.GroupVersion())
+		if err != nil {
+			return nil, err
+		}
+		return encodeStored(stored, gvk)
+	}
+	return encodeStored(obj, gvk)
+}
+
 // unstructuredMeta is the ObjectMeta of a custom object.
 func unstructuredMeta(u *unstructured.Unstructured) metav1.ObjectMeta {
 	var m metav1.ObjectMeta

@@ -118,6 +118,12 @@ func decodeStored(res *schemas.Resource, kv storage.KV) (schemas.Object, error) 
 	if err := codec.Unmarshal(kv.Value, obj); err != nil {
 		return nil, fmt.Errorf("apiserver: decode %s: %w", kv.Key, err)
 	}
+	if res.Custom != nil {
+		var err error
+		if obj, err = convertCustom(res, obj, res.GroupVersion); err != nil { // crd.go
+			return nil, err
+		}
+	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
 	obj.SetResourceVersion(kv.Revision.String())
 	return obj, nil
