@@ -48,6 +48,17 @@ func errCustomPatchType(ct string) error {
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got %q)", ct), 0, false)
 }
 
+// servesGroup reports whether the registry serves the group (and the
+// version, if not "").
+func (s *Server) servesGroup(group, version string) bool {
+	for _, gv := range s.reg.Groups() {
+		if gv.Group == group && (version == "" || gv.Version == version) {
+			return true
+		}
+	}
+	return false
+}
+
 // decodeCustom decodes a custom object; apiVersion and kind are checked
 // by the caller.
 func decodeCustom(body []byte) (*unstructured.Unstructured, error) {

@@ -53,7 +53,7 @@ func (q *request) key() string {
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	info, _ := r.Context().Value(infoKey).(requestInfo)
 	if !info.IsResourceRequest {
-		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil {
+		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil && !s.servesGroup(info.APIGroup, info.APIVersion) {
 			// A custom group defined a moment ago (crd.go).
 			_ = s.cfg.SyncCustom(r.Context())
 		}
