@@ -123,6 +123,9 @@ func decodeStored(res *schemas.Resource, kv storage.KV) (schemas.Object, error) 
 		if obj, err = convertCustom(res, obj, res.GroupVersion); err != nil { // crd.go
 			return nil, err
 		}
+		// kube's storage decoder prunes and defaults custom objects too,
+		// so a default added to the schema shows on objects stored before.
+		res.Default(obj)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
 	obj.SetResourceVersion(kv.Revision.String())

@@ -662,3 +662,40 @@ func TestCRDTwoAPIServers(t *testing.T) {
 		}
 	}
 }
+
+// TestCRDDefaultOnRead: a default added to the schema shows on objects
+// stored before, as kube defaults what it reads from etcd.
+func TestCRDDefaultOnRead(t *testing.T) {
+	env := controlplanetest.Start(t)
+	establish(t, env, kilnCRD(t))
+	ctx := ctxFor(t, time.Minute)
+	dc := dynamic.NewForConfigOrDie(env.Config).Resource(kilnGVR).Namespace("default")
+	if _, err := dc.Create(ctx, kiln("old", map[string]any{"fuel": "gas"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	crd, err := cs.Get(ctx, "kilns.pottery.example.com", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["glaze"] = apiextensionsv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"clear"`)}}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	if _, err := cs.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := dc.Get(ctx, "old", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, _, _ := unstructured.NestedString(got.Object, "spec", "glaze"); g == "clear" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the new default never showed: %v", got.Object["spec"])
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
