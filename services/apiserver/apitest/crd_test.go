@@ -380,6 +380,11 @@ func TestCRDValidation(t *testing.T) {
 		{"type", map[string]any{"fuel": "gas", "maxTemperature": "hot"}, "spec.maxTemperature", `must be of type integer: "string"`},
 		{"not nullable", map[string]any{"fuel": 7}, "spec.fuel", `must be of type string: "integer"`},
 		{"list set", map[string]any{"fuel": "gas", "tags": []any{"a", "a"}}, "spec.tags[1]", `Duplicate value: "a"`},
+		{"int-or-string", map[string]any{"fuel": "gas", "port": true}, "spec.port", "must be of type integer,string"},
+		{"embedded resource", map[string]any{"fuel": "gas", "template": map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}}},
+			"spec.template.kind", "Required value"},
+		{"list map", map[string]any{"fuel": "gas", "burners": []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}}},
+			"spec.burners[1]", `Duplicate value: {"name":"a"}`},
 		{"cel", map[string]any{"fuel": "gas", "minTemperature": int64(1300), "maxTemperature": int64(1000)}, "spec", "minTemperature must not exceed maxTemperature"},
 	}
 	for _, tt := range tests {
