@@ -3,6 +3,7 @@ package schemas
 import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 )
@@ -32,6 +33,11 @@ type Custom struct {
 	// TypeConverter is the structured-merge-diff schema of the kind, for
 	// server-side apply.
 	TypeConverter managedfields.TypeConverter
+	// Converter converts objects between the definition's versions, as
+	// its spec.conversion says: None (only apiVersion changes) or a
+	// ConversionReview sent to its webhook. Reads convert from the stored
+	// version, writes to it.
+	Converter runtime.ObjectConvertor
 	// OpenAPIV2 and OpenAPIV3 are the version's documents as kube's
 	// OpenAPI controllers build them (a Swagger 2.0 document and an
 	// OpenAPI 3.0 document, JSON), merged into the served ones.

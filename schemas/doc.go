@@ -15,12 +15,18 @@
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
 //	discovery.k8s.io/v1     endpointslices
+//	apiextensions.k8s.io/v1 customresourcedefinitions (apiextensions.go: kube's own strategy)
+//
+// and, added and removed at run time by SetCustom (registry_custom.go),
+// the kinds of CustomResourceDefinitions, which package schemas/custom
+// builds (objects are *unstructured.Unstructured; Resource.Custom says
+// what else the apiserver needs of them).
 //
 // Lookup finds a resource by group, version and plural (the URL form),
 // ByKind by GroupVersionKind. All lists them in a stable order and Groups
 // lists the group versions in the order discovery shows them. A Registry is
-// immutable after NewRegistry returns and safe for concurrent use; there is
-// no package-level state.
+// safe for concurrent use; its built-in part never changes after
+// NewRegistry returns, and there is no package-level state.
 //
 // # Strategy
 //

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -21,11 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/util/webhook"
 
 	"github.com/cairn-dev/cairn/schemas"
 )
@@ -45,12 +49,23 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 		return nil, fmt.Errorf("custom: %s: %w", crd.Name, err)
 	}
 	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
+	factory, err := converterFactory()
+	if err != nil {
+		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
+	}
+	conv, _, err := factory.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
+	}
 	var out []*schemas.Resource
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {
 			continue
 		}
 		res, err := buildVersion(crd, v, storage, terminating)
+		if err == nil {
+			res.Custom.Converter = conv
+		}
 		if err != nil {
 			return nil, fmt.Errorf("custom: %s version %s: %w", crd.Name, v.Name, err)
 		}
@@ -58,6 +73,13 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 	}
 	return out, nil
 }
+
+// converterFactory makes the converters of definitions (kube's, with its
+// webhook client). Service references resolve to their cluster DNS names,
+// as kube's default resolver does; a url reaches the webhook directly.
+var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
+	return conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), nil)
+})
 
 // version is what one served version needs at request time.
 type served struct {
@@ -76,6 +98,7 @@ type strategy interface {
 	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
 	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
 	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error)
 }
 
 type statusStrategy interface {
@@ -202,7 +225,12 @@ func buildVersion(crd *apiextensionsv1.CustomResourceDefinition, v apiextensions
 		ValidateStatusUpdate: func(o, old schemas.Object) field.ErrorList {
 			return ver.updateErrors(o, old, ver.status.ValidateUpdate(ctx, o, old))
 		},
+		// metadata.name, metadata.namespace and the version's
+		// selectableFields, as kube's strategy computes them.
 		Fields: func(o schemas.Object) fields.Set {
+			if _, set, err := st.GetAttrs(o); err == nil {
+				return set
+			}
 			set := fields.Set{"metadata.name": o.GetName()}
 			if ver.namespaced {
 				set["metadata.namespace"] = o.GetNamespace()

@@ -48,6 +48,17 @@ func errCustomPatchType(ct string) error {
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got %q)", ct), 0, false)
 }
 
+// servesGroup reports whether the registry serves the group (and the
+// version, if not "").
+func (s *Server) servesGroup(group, version string) bool {
+	for _, gv := range s.reg.Groups() {
+		if gv.Group == group && (version == "" || gv.Version == version) {
+			return true
+		}
+	}
+	return false
+}
+
 // decodeCustom decodes a custom object; apiVersion and kind are checked
 // by the caller.
 func decodeCustom(body []byte) (*unstructured.Unstructured, error) {
@@ -60,6 +71,37 @@ func decodeCustom(body []byte) (*unstructured.Unstructured, error) {
 		return nil, errBadRequest("error decoding request body: %v", err)
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// convertCustom converts a custom object to gv with its definition's
+// converter (a no-op if it is in gv already).
+func convertCustom(res *schemas.Resource, obj schemas.Object, gv schema.GroupVersion) (schemas.Object, error) {
+	if obj.GetObjectKind().GroupVersionKind().GroupVersion() == gv || res.Custom.Converter == nil {
+		return obj, nil
+	}
+	out, err := res.Custom.Converter.ConvertToVersion(obj, gv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	o, ok := out.(schemas.Object)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("conversion to %s returned a %T", gv, out))
+	}
+	return o, nil
+}
+
+// encodeFor encodes obj for etcd in its resource's storage version,
+// converting a custom object written in another version.
+func encodeFor(res *schemas.Resource, obj schemas.Object) ([]byte, error) {
+	gvk := res.StorageGVK()
+	if res.Custom != nil && gvk.GroupVersion() != res.GroupVersion {
+		stored, err := convertCustom(res, obj.DeepCopyObject().(schemas.Object), gvk.GroupVersion())
+		if err != nil {
+			return nil, err
+		}
+		return encodeStored(stored, gvk)
+	}
+	return encodeStored(obj, gvk)
 }
 
 // unstructuredMeta is the ObjectMeta of a custom object.

@@ -175,7 +175,7 @@ func (s *Server) storeCreate(q *request, obj schemas.Object, w *serviceWrite) (e
 		}
 		return 0, err
 	}
-	val, err := encodeStored(obj, q.res.StorageGVK())
+	val, err := encodeFor(q.res, obj)
 	if err != nil {
 		return 0, err
 	}

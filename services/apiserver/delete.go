@@ -244,7 +244,7 @@ func (s *Server) commitMark(q *request, kv storage.KV, marked schemas.Object) (s
 	if isDryRun(q) {
 		return marked, nil
 	}
-	val, err := encodeStored(marked, q.res.StorageGVK())
+	val, err := encodeFor(q.res, marked)
 	if err != nil {
 		return nil, err
 	}

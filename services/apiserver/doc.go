@@ -28,4 +28,12 @@
 // the same transaction, binding.go), finalize, log and exec (proxied to the
 // kubelet). Errors are Kubernetes Status objects with kube's codes and
 // causes, and a refused write leaves nothing in etcd or on the log.
+//
+// Custom resources (the kinds of CustomResourceDefinitions, which package
+// crds makes the registry serve) take the same path as Unstructured
+// objects (crd.go): stored in the definition's storage version and
+// converted on the way in and out, a Warning header for deprecated
+// versions, no creates while the definition terminates, no strategic
+// merge patch, server-side apply with the schema of the definition.
+// Loopback is the in-process transport the CRD controllers write through.
 package apiserver

@@ -53,7 +53,7 @@ func (q *request) key() string {
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	info, _ := r.Context().Value(infoKey).(requestInfo)
 	if !info.IsResourceRequest {
-		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil {
+		if strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil && !s.servesGroup(info.APIGroup, info.APIVersion) {
 			// A custom group defined a moment ago (crd.go).
 			_ = s.cfg.SyncCustom(r.Context())
 		}
@@ -117,6 +117,15 @@ func decodeStored(res *schemas.Resource, kv storage.KV) (schemas.Object, error) 
 	obj := res.New()
 	if err := codec.Unmarshal(kv.Value, obj); err != nil {
 		return nil, fmt.Errorf("apiserver: decode %s: %w", kv.Key, err)
+	}
+	if res.Custom != nil {
+		var err error
+		if obj, err = convertCustom(res, obj, res.GroupVersion); err != nil { // crd.go
+			return nil, err
+		}
+		// kube's storage decoder prunes and defaults custom objects too,
+		// so a default added to the schema shows on objects stored before.
+		res.Default(obj)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GVK())
 	obj.SetResourceVersion(kv.Revision.String())

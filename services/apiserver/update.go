@@ -180,7 +180,7 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		desired.SetResourceVersion(rev.String())
 		return desired, true, nil
 	}
-	val, err := encodeStored(desired, q.res.StorageGVK())
+	val, err := encodeFor(q.res, desired)
 	if err != nil {
 		return nil, false, err
 	}

@@ -21,11 +21,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 )
 
@@ -218,9 +222,13 @@ func TestCRDObjects(t *testing.T) {
 			t.Errorf("list %+v = %v (%s), want %v", tt.opts, names, l.GetKind(), tt.want)
 		}
 	}
-	_, err = dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.fuel=gas"})
+	// spec.fuel is a selectable field of the version, spec.serial is not.
+	if l, err := dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.fuel=gas"}); err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "k1" {
+		t.Errorf("field selector on spec.fuel: %v %v", l, err)
+	}
+	_, err = dc.List(ctx, metav1.ListOptions{FieldSelector: "spec.serial=AB-1"})
 	if !apierrors.IsBadRequest(err) {
-		t.Errorf("field selector on spec.fuel: %v, want 400", err)
+		t.Errorf("field selector on spec.serial: %v, want 400", err)
 	}
 
 	// A watch from the create's resourceVersion sees what followed.
@@ -372,6 +380,11 @@ func TestCRDValidation(t *testing.T) {
 		{"type", map[string]any{"fuel": "gas", "maxTemperature": "hot"}, "spec.maxTemperature", `must be of type integer: "string"`},
 		{"not nullable", map[string]any{"fuel": 7}, "spec.fuel", `must be of type string: "integer"`},
 		{"list set", map[string]any{"fuel": "gas", "tags": []any{"a", "a"}}, "spec.tags[1]", `Duplicate value: "a"`},
+		{"int-or-string", map[string]any{"fuel": "gas", "port": true}, "spec.port", "must be of type integer,string"},
+		{"embedded resource", map[string]any{"fuel": "gas", "template": map[string]any{"apiVersion": "v1", "metadata": map[string]any{"name": "x"}}},
+			"spec.template.kind", "Required value"},
+		{"list map", map[string]any{"fuel": "gas", "burners": []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}}},
+			"spec.burners[1]", `Duplicate value: {"name":"a"}`},
 		{"cel", map[string]any{"fuel": "gas", "minTemperature": int64(1300), "maxTemperature": int64(1000)}, "spec", "minTemperature must not exceed maxTemperature"},
 	}
 	for _, tt := range tests {
@@ -603,5 +616,91 @@ func TestCRDControllerRuntime(t *testing.T) {
 	}
 	if err := c.Delete(ctx, got); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCRDTwoAPIServers: a kind defined through one apiserver is served by
+// another on the same etcd and log at once (it follows the definitions on
+// the log, and waits for them before answering 404), and stops being
+// served there when the definition goes.
+func TestCRDTwoAPIServers(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	other, err := controlplane.Start(ctx, controlplane.Config{EtcdEndpoints: env.EtcdEndpoints(), NATSURL: env.NATSURL(),
+		Listen: "127.0.0.1:0", NoFsync: true, Authenticator: apiserver.TokenAuthenticator{
+			controlplanetest.AdminToken: {User: "admin", Groups: []string{apiserver.GroupMasters}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "http://" + other.Addr
+	establish(t, env, kilnCRD(t))
+	dc := dynamic.NewForConfigOrDie(cfg).Resource(kilnGVR).Namespace("default")
+	if _, err := dc.Create(ctx, kiln("via-other", map[string]any{"fuel": "wood"}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create through the other apiserver: %v", err)
+	}
+	got, err := dynamic.NewForConfigOrDie(env.Config).Resource(kilnGVR).Namespace("default").Get(ctx, "via-other", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := unstructured.NestedInt64(got.Object, "spec", "maxTemperature"); n != 1200 {
+		t.Errorf("the other apiserver did not default: %v", got.Object["spec"])
+	}
+	rl, err := kubernetes.NewForConfigOrDie(cfg).Discovery().ServerResourcesForGroupVersion("pottery.example.com/v1")
+	if err != nil || len(rl.APIResources) != 3 {
+		t.Errorf("discovery on the other apiserver: %v %v", rl, err)
+	}
+	cs := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	if err := cs.Delete(ctx, "kilns.pottery.example.com", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := dc.List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kilns still served by the other apiserver: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestCRDDefaultOnRead: a default added to the schema shows on objects
+// stored before, as kube defaults what it reads from etcd.
+func TestCRDDefaultOnRead(t *testing.T) {
+	env := controlplanetest.Start(t)
+	establish(t, env, kilnCRD(t))
+	ctx := ctxFor(t, time.Minute)
+	dc := dynamic.NewForConfigOrDie(env.Config).Resource(kilnGVR).Namespace("default")
+	if _, err := dc.Create(ctx, kiln("old", map[string]any{"fuel": "gas"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	crd, err := cs.Get(ctx, "kilns.pottery.example.com", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["glaze"] = apiextensionsv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"clear"`)}}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	if _, err := cs.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := dc.Get(ctx, "old", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, _, _ := unstructured.NestedString(got.Object, "spec", "glaze"); g == "clear" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the new default never showed: %v", got.Object["spec"])
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

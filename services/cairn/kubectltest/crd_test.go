@@ -1,6 +1,7 @@
 package kubectltest
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -152,6 +153,17 @@ func TestKubectlCRD(t *testing.T) {
 	}
 	// Server-side apply merges with the schema: the unknown glaze, which
 	// a create prunes, is a field the apply cannot own, as in kube.
+	// kubectl edit sends a merge patch for a custom object.
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	edit := c.Command(ctx, "edit", "kiln", "k1")
+	edit.Env = append(edit.Env, "KUBE_EDITOR=sed -i s/fuel:\\ wood/fuel:\\ electric/")
+	if out, err := edit.CombinedOutput(); err != nil || !strings.Contains(string(out), "kiln.pottery.example.com/k1 edited") {
+		t.Errorf("kubectl edit: %v: %s", err, out)
+	}
+	if got := c.OK(t, "get", "kiln", "k1", "-o", "jsonpath={.spec.fuel}"); got != "electric" {
+		t.Errorf("fuel after edit = %q", got)
+	}
 	ssa := write("ssa.yaml", strings.Replace(strings.Replace(kilnYAML, "name: k1", "name: k3", 1), "  glaze: celadon\n", "", 1))
 	if got := strings.TrimSpace(c.OK(t, "apply", "--server-side", "-f", ssa)); got != "kiln.pottery.example.com/k3 serverside-applied" {
 		t.Errorf("apply --server-side = %q", got)
