@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/history"
+	"github.com/cairn-dev/cairn/services/controllers/podclaim"
 	"github.com/cairn-dev/cairn/services/controllers/podcontrol"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
@@ -75,16 +76,6 @@ type Controller struct {
 	recorder *eventrecord.Recorder
 }
 
-// indexOrphans indexes pods without a controller by namespace.
-const indexOrphans = "daemonset-orphans"
-
-func orphanNamespace(pod *corev1.Pod) []string {
-	if metav1.GetControllerOfNoCopy(pod) != nil {
-		return nil
-	}
-	return []string{pod.Namespace}
-}
-
 // New builds the controller on m's caches (DaemonSets, nodes, pods and
 // ControllerRevisions, the last two Partitioned), client and recorder.
 func New(m *consumer.Manager, opts Options) (*Controller, error) {
@@ -113,7 +104,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		return nil, wrap(err)
 	}
 	c.pods, err = consumer.CacheFor[*corev1.Pod](m, podsResource, consumer.Partitioned(),
-		consumer.WithIndexers(map[string]consumer.IndexFunc[*corev1.Pod]{indexOrphans: orphanNamespace}))
+		consumer.WithIndexers(podclaim.OrphanIndexers()))
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -26,9 +26,10 @@
 // `metadata.name In [NODE]`: the default scheduler binds them, as in kube
 // since 1.12; the controller never sets nodeName. A round (Reconcile):
 //
-//  1. claims pods (adopting matching orphans after a fresh read proves
-//     the DaemonSet is not being deleted, releasing owned ones that stop
-//     matching) and ControllerRevisions the same way;
+//  1. claims pods through package podclaim (adopting matching orphans
+//     after a fresh read proves the DaemonSet is not being deleted,
+//     releasing owned ones that stop matching) and ControllerRevisions
+//     the same way, with one fresh read for both;
 //  2. finds or creates the revision of the current template (name
 //     NAME-HASH, hash of the template and status.collisionCount as
 //     kube's, data the strategic merge patch kubectl rollout undo

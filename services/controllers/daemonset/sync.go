@@ -85,7 +85,7 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 	}
 	// Expectations before the pods: pods read after are at least as new.
 	satisfied, expireIn := c.expect.Satisfied(req.Key)
-	a := &adoption{c: c, ds: ds}
+	a := c.newAdoption(ds)
 	pods, err := c.claimPods(ctx, a, sel)
 	if err != nil {
 		return consumer.Result{}, err

@@ -1,7 +1,7 @@
 // Package podclaim is how a controller takes and lets go of pods through
 // their controller ownerReference: kube's PodControllerRefManager
 // (pkg/controller/controller_ref_manager.go), shared by the controllers
-// that own pods directly (ReplicaSets, StatefulSets).
+// that own pods directly (ReplicaSets, StatefulSets, DaemonSets).
 //
 // A controller claims, among candidate pods (its own, by the owner index,
 // and the orphans of its namespace, by OrphanIndex), those that match its
