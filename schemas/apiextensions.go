@@ -7,16 +7,20 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	crdstrategy "k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // apiextensions.k8s.io/v1 CustomResourceDefinitions. The strategy is
-// kube's own (k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition):
-// each call converts the v1 object to the internal apiextensions type,
-// runs kube's PrepareForCreate, PrepareForUpdate and validation
+// kube's (k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition),
+// ported rather than linked: that package brings kube's generic registry
+// and with it the etcd client, which no consumer of the log may link
+// (ops/layers). Each call converts the v1 object to the internal
+// apiextensions type, runs the strategy's PrepareForCreate,
+// PrepareForUpdate and kube's own validation package
 // (ValidateCustomResourceDefinition: names, versions, structural schemas,
 // CEL rules, printer columns, subresources), and converts back. Serving
 // the kinds a definition defines is package schemas/custom's, and the
@@ -34,10 +38,46 @@ var crdScheme = func() *runtime.Scheme {
 	return s
 }()
 
-var (
-	crdMain   = crdstrategy.NewStrategy(crdScheme)
-	crdStatus = crdstrategy.NewStatusStrategy(crdScheme)
-)
+// crdPrepareForCreate is kube's strategy.PrepareForCreate: no status but
+// the storage version as stored, generation 1. Its dropDisabledFields
+// drops nothing with kube 1.37's default gates (CRDValidationRatcheting
+// and CustomResourceFieldSelectors are GA, CRDObservedGenerationTracking
+// is on by default).
+func crdPrepareForCreate(crd *apiextensions.CustomResourceDefinition) {
+	crd.Status = apiextensions.CustomResourceDefinitionStatus{}
+	crd.Generation = 1
+	addStoredVersion(crd)
+}
+
+// crdPrepareForUpdate is kube's strategy.PrepareForUpdate: status is the
+// old one, a changed spec moves the generation, a new storage version is
+// added to the stored ones.
+func crdPrepareForUpdate(crd, old *apiextensions.CustomResourceDefinition) {
+	crd.Status = old.Status
+	if !apiequality.Semantic.DeepEqual(old.Spec, crd.Spec) {
+		crd.Generation = old.Generation + 1
+	}
+	addStoredVersion(crd)
+}
+
+func addStoredVersion(crd *apiextensions.CustomResourceDefinition) {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			if !apiextensions.IsStoredVersion(crd, v.Name) {
+				crd.Status.StoredVersions = append(crd.Status.StoredVersions, v.Name)
+			}
+			break
+		}
+	}
+}
+
+// crdPrepareForStatusUpdate is kube's statusStrategy.PrepareForUpdate:
+// the spec is the old one. (kube 1.37 calls ResetObjectMetaForStatus with
+// the new object's metadata as both arguments, which changes nothing; the
+// metadata is left as kube leaves it.)
+func crdPrepareForStatusUpdate(crd, old *apiextensions.CustomResourceDefinition) {
+	crd.Spec = old.Spec
+}
 
 // toInternalCRD converts a v1 CRD to the internal type kube's strategy
 // works on.
@@ -72,29 +112,29 @@ func customResourceDefinitionResource(now func() time.Time) *Resource {
 		Default:      defaulter(func(crd *apiextensionsv1.CustomResourceDefinition) { crdScheme.Default(crd) }),
 		PrepareForCreate: defaulter(func(crd *apiextensionsv1.CustomResourceDefinition) {
 			in := toInternalCRD(crd)
-			crdMain.PrepareForCreate(ctx, in)
+			crdPrepareForCreate(in)
 			fromInternalCRD(in, crd)
 		}),
 		PrepareForUpdate: preparer(func(crd, old *apiextensionsv1.CustomResourceDefinition) {
 			in := toInternalCRD(crd)
-			crdMain.PrepareForUpdate(ctx, in, toInternalCRD(old))
+			crdPrepareForUpdate(in, toInternalCRD(old))
 			fromInternalCRD(in, crd)
 		}),
 		PrepareForStatusUpdate: preparer(func(crd, old *apiextensionsv1.CustomResourceDefinition) {
 			in := toInternalCRD(crd)
-			crdStatus.PrepareForUpdate(ctx, in, toInternalCRD(old))
+			crdPrepareForStatusUpdate(in, toInternalCRD(old))
 			fromInternalCRD(in, crd)
 		}),
 		// kube's CRD validation covers the object meta itself.
 		ValidateCreate: func(o Object) field.ErrorList {
-			return crdMain.Validate(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)))
+			return crdvalidation.ValidateCustomResourceDefinition(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)))
 		},
 		ValidateUpdate: func(o, old Object) field.ErrorList {
-			return crdMain.ValidateUpdate(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)),
+			return crdvalidation.ValidateCustomResourceDefinitionUpdate(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)),
 				toInternalCRD(old.(*apiextensionsv1.CustomResourceDefinition)))
 		},
 		ValidateStatusUpdate: func(o, old Object) field.ErrorList {
-			return crdStatus.ValidateUpdate(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)),
+			return crdvalidation.ValidateUpdateCustomResourceDefinitionStatus(ctx, toInternalCRD(o.(*apiextensionsv1.CustomResourceDefinition)),
 				toInternalCRD(old.(*apiextensionsv1.CustomResourceDefinition)))
 		},
 		Fields: fieldser[*apiextensionsv1.CustomResourceDefinition](false, nil),

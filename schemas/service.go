@@ -15,6 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
+// DefaultClusterIPRange is kube-apiserver's default
+// --service-cluster-ip-range; here, where the apiserver's allocator and the
+// nodes' proxies both find it.
+const DefaultClusterIPRange = "10.96.0.0/12"
+
 // This file is core/v1 Services: SetDefaults_Service, the strategy of
 // pkg/registry/core/service (strategy.go and the allocation-independent
 // parts of storage.go: normalizeClusterIPs, patchAllocatedValues,

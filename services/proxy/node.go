@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
-	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
+	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/netns"
 )
 
@@ -33,7 +33,7 @@ type NodeConfig struct {
 	// ClusterCIDR is the pods' range (kube-proxy's --cluster-cidr).
 	ClusterCIDR string
 	// ServiceCIDR is the Services' range (the apiservers'
-	// --service-cluster-ip-range); default servicealloc's.
+	// --service-cluster-ip-range); default schemas.DefaultClusterIPRange.
 	ServiceCIDR string
 	// APIServer is host:port of the apiserver the relay forwards to;
 	// empty: RestConfig.Host's.
@@ -94,7 +94,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 func prepareNetNS(ctx context.Context, cfg NodeConfig) error {
 	cidr := cfg.ServiceCIDR
 	if cidr == "" {
-		cidr = servicealloc.DefaultClusterIPRange
+		cidr = schemas.DefaultClusterIPRange
 	}
 	for _, args := range [][]string{
 		{"addr", "replace", APIServerAddress + "/32", "dev", "lo"},

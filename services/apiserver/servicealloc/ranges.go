@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/cairn-dev/cairn/schemas"
 )
 
 // Default ranges, as kube-apiserver's.
 const (
-	DefaultClusterIPRange = "10.96.0.0/12"
+	DefaultClusterIPRange = schemas.DefaultClusterIPRange
 	DefaultNodePortRange  = "30000-32767"
 )
 
