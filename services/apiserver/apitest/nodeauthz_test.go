@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,4 +168,17 @@ func TestNodeAuthorizer(t *testing.T) {
 		})
 	}
 	requireNothingWritten(t, env, m)
+
+	// The rules of a user still list with the Node authorizer in front
+	// (kubectl auth can-i --list); a node's are incomplete, as in kube.
+	for _, c := range []struct {
+		who        kubernetes.Interface
+		incomplete bool
+	}{{admin, false}, {n1, true}} {
+		r, err := c.who.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+			Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "team"}}, metav1.CreateOptions{})
+		if err != nil || len(r.Status.ResourceRules) == 0 || r.Status.Incomplete != c.incomplete {
+			t.Errorf("rules review: %v %+v", err, r)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
@@ -174,3 +175,40 @@ func NodeRules() []rbacv1.PolicyRule {
 		rule([]string{"get"}, "", "endpoints"),
 	}
 }
+
+// RulesFor implements apiserver.RuleLister: like kube's, the Node
+// authorizer cannot list a node's permissions (they depend on its pods),
+// so for a node the list is incomplete; for anyone else it adds nothing.
+func (a *Authorizer) RulesFor(u apiserver.User, _ string) authorizationv1.SubjectRulesReviewStatus {
+	if _, ok := NodeName(u); ok {
+		return authorizationv1.SubjectRulesReviewStatus{Incomplete: true, EvaluationError: "node authorizer does not support user rule resolution"}
+	}
+	return authorizationv1.SubjectRulesReviewStatus{}
+}
+
+// RulesFor implements apiserver.RuleLister: the rules of every member that
+// lists them (SelfSubjectRulesReview, kubectl auth can-i --list).
+func (u Union) RulesFor(user apiserver.User, namespace string) authorizationv1.SubjectRulesReviewStatus {
+	var out authorizationv1.SubjectRulesReviewStatus
+	var errs []string
+	for _, a := range u {
+		l, ok := a.(apiserver.RuleLister)
+		if !ok {
+			continue
+		}
+		st := l.RulesFor(user, namespace)
+		out.ResourceRules = append(out.ResourceRules, st.ResourceRules...)
+		out.NonResourceRules = append(out.NonResourceRules, st.NonResourceRules...)
+		out.Incomplete = out.Incomplete || st.Incomplete
+		if st.EvaluationError != "" {
+			errs = append(errs, st.EvaluationError)
+		}
+	}
+	out.EvaluationError = strings.Join(errs, ", ")
+	return out
+}
+
+var (
+	_ apiserver.RuleLister = (*Authorizer)(nil)
+	_ apiserver.RuleLister = Union(nil)
+)
