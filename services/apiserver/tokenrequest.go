@@ -116,6 +116,12 @@ func (s *Server) issueTokenRequest(q *request, req *authenticationv1.TokenReques
 	if errs := validateTokenRequest(req); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(tokenRequestKind, "", errs)
 	}
+	// Admission sees the TokenRequest (kube's NodeRestriction checks a
+	// node's tokens are bound to its own pods).
+	if err := s.admit(q.ctx(), &AdmissionRequest{Resource: q.res, Subresource: "token", Operation: "CREATE",
+		Namespace: q.info.Namespace, Name: q.info.Name, Object: req, User: userFrom(q.ctx())}); err != nil {
+		return nil, err
+	}
 	if ref := req.Spec.BoundObjectRef; ref != nil {
 		if err := s.loadBoundObject(q, ref, &b); err != nil {
 			return nil, err

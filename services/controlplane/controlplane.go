@@ -86,6 +86,13 @@ type Config struct {
 	// NodeNetNS names the network namespace of a node's pods (webhook.Config.NodeNetNS):
 	// how the apiserver reaches admission webhooks given as a service reference.
 	NodeNetNS func(node string) (path string, ok bool)
+	// NodeAuthorizer turns on kube's Node authorizer before RBAC and the
+	// NodeRestriction admission plugin (package nodeauthz), and leaves the
+	// system:node ClusterRoleBinding without subjects, as kube-apiserver
+	// --authorization-mode=Node,RBAC has it: kubelets (system:node:<name>
+	// in system:nodes) read only what their pods use and write only their
+	// own objects.
+	NodeAuthorizer bool
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -241,6 +248,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.Webhooks = wh
+	nodes := cp.newNodeAuthz(cfg)
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
@@ -252,8 +260,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Registry:         cp.Registry,
 		Hub:              cp.Hub,
 		Authenticator:    apiserver.Authenticators{az.lb, sa.authn, authn},
-		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, az.authorizer),
-		Admission:        slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), cfg.Admission),
+		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
+		Admission:        slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), cfg.Admission),
 		Tokens:           sa.tokens,
 		Webhooks:         wh,
 		ServiceIPs:       svcIPs,
@@ -288,6 +296,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cp.goRun("webhook caches", wh.Run)
 	if err := wh.WaitForSync(ctx); err != nil {
+		return nil, err
+	}
+	if err := nodes.start(ctx, cp, az); err != nil {
 		return nil, err
 	}
 	// The repair loop is idempotent: every apiserver runs it.

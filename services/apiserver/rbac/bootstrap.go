@@ -15,10 +15,11 @@ import (
 //     cairn's controllers run under the controller manager's own identity
 //     (kube gives each controller a service account and a
 //     system:controller:* role; cairn has no service accounts yet).
-//   - system:node is bound to the group system:nodes: cairn has no Node
-//     authorizer yet, so the role grants what cairn's kubelet needs (read
-//     everything; write its Node, Events, Leases and pods' status; create
-//     and delete pods).
+//   - system:node is bound to the group system:nodes, and the role grants
+//     what cairn's kubelet needs (read everything; write its Node, Events,
+//     Leases and pods' status; create and delete pods). A control plane
+//     with the Node authorizer (package nodeauthz, as cairn up runs it)
+//     leaves the binding without subjects, as kube does.
 //   - system:kube-scheduler also reads PriorityClasses, which cairn's
 //     scheduler resolves itself.
 

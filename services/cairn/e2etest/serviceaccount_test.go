@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+	"github.com/cairn-dev/cairn/services/cairn/up"
 )
 
 // saPod runs with the default ServiceAccount, which the admission plugin
@@ -81,6 +82,7 @@ func TestServiceAccountVolume(t *testing.T) {
 		node["name"] != pod.Spec.NodeName || exp-iat != 365*24*3600 || warn-iat != 3607 {
 		t.Errorf("token claims %v", cl)
 	}
+	t.Run("the kubelet's credentials reach only what its pods use", func(t *testing.T) { c.checkNodeAuthorizer(t, pod.Spec.NodeName) })
 	pods := c.WithToken(t, token)
 	if got := strings.TrimSpace(pods.OK(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")); got != "system:serviceaccount:default:default" {
 		t.Errorf("the pod's token authenticates as %q", got)
@@ -92,4 +94,24 @@ func TestServiceAccountVolume(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkNodeAuthorizer: with the kubelet's own kubeconfig (system:node:<name>),
+// the kube-root-ca.crt its pod mounts is readable, a Secret no pod of the
+// node uses is not, nor may it modify another Node (403, kube's messages).
+func (c *cluster) checkNodeAuthorizer(t *testing.T, node string) {
+	c.OK(t, "create", "secret", "generic", "not-for-nodes", "--from-literal=k=v")
+	c.RunWith(t, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"other"}}`, 0, "apply", "-f", "-")
+	kubelet := *c.Kubectl
+	kubelet.Kubeconfig = filepath.Join(c.DataDir, up.KubeletKubeconfig)
+	if r := kubelet.Run(t, "get", "configmap", "kube-root-ca.crt"); r.Err != nil {
+		t.Errorf("the kubelet reads the ConfigMap its pod mounts: %s", r)
+	}
+	if got := kubelet.Fails(t, "get", "secret", "not-for-nodes"); !strings.Contains(got,
+		`secrets "not-for-nodes" is forbidden: User "system:node:`+node+`" cannot get resource "secrets" in API group "" in the namespace "default": no relationship found between node '`+node+`' and this object`) {
+		t.Errorf("the kubelet reads a Secret no pod of its uses: %q", got)
+	}
+	if got := kubelet.Fails(t, "label", "node", "other", "evil=yes"); !strings.Contains(got, `node "`+node+`" is not allowed to modify node "other"`) {
+		t.Errorf("the kubelet labels another node: %q", got)
+	}
 }

@@ -199,10 +199,12 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		// namespace's default ServiceAccount and kube-root-ca.crt.
 		ServiceAccountKeyDir:    s.paths.PKI,
 		ServiceAccountAdmission: true,
-		Identity:                s.id,
-		NodeNetNS:               embeddedNodeNetNS(s.cfg, s.paths),
-		OnReady:                 s.rep.Ready,
-		Log:                     s.log,
+		// Kubelets read only what their pods use (Node,RBAC).
+		NodeAuthorizer: true,
+		Identity:       s.id,
+		NodeNetNS:      embeddedNodeNetNS(s.cfg, s.paths),
+		OnReady:        s.rep.Ready,
+		Log:            s.log,
 	})
 	if err != nil {
 		return err

@@ -71,6 +71,9 @@ type Options struct {
 	ServiceAccountAdmission bool
 	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
 	NodeNetNS func(node string) (string, bool)
+	// NodeAuthorizer runs the Node authorizer and NodeRestriction
+	// (controlplane.Config).
+	NodeAuthorizer bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -100,15 +103,18 @@ func Start(t testing.TB, opts ...Options) *Env {
 		DataDir:  dir,
 		Listener: ln,
 		NoFsync:  !o.Fsync,
-		Authenticator: apiserver.TokenAuthenticator{
+		// Client certificates of the cluster CA (Env.Dir/pki) work too
+		// under TLS, as kubelets authenticate.
+		Authenticator: apiserver.Authenticators{apiserver.X509Authenticator{}, apiserver.TokenAuthenticator{
 			AdminToken:      {User: "admin", Groups: []string{apiserver.GroupMasters}},
 			ControllerToken: {User: apiserver.UserControllers},
 			SchedulerToken:  {User: apiserver.UserScheduler},
 			ProxyToken:      {User: apiserver.UserKubeProxy},
 			UserToken:       {User: "alice"},
-		},
+		}},
 		Admission:               o.Admission,
 		ServiceAccountAdmission: o.ServiceAccountAdmission,
+		NodeAuthorizer:          o.NodeAuthorizer,
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
 		NodeNetNS:               o.NodeNetNS,

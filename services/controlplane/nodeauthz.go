@@ -1,0 +1,73 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/apiserver/nodeauthz"
+)
+
+// nodeAuthz is the Node authorizer and NodeRestriction of a control plane
+// (Config.NodeAuthorizer); nil when off.
+type nodeAuthz struct {
+	graph *nodeauthz.Graph
+}
+
+func (cp *ControlPlane) newNodeAuthz(cfg Config) *nodeAuthz {
+	if !cfg.NodeAuthorizer {
+		return nil
+	}
+	return &nodeAuthz{graph: nodeauthz.NewGraph(cp.Store, cp.Hub, cfg.Log.With("component", "node-authorizer"))}
+}
+
+// authorizer is Node before next (RBAC), or next alone when off.
+func (n *nodeAuthz) authorizer(next apiserver.Authorizer) apiserver.Authorizer {
+	if n == nil {
+		return next
+	}
+	return nodeauthz.Union{&nodeauthz.Authorizer{Graph: n.graph}, next}
+}
+
+func (n *nodeAuthz) plugins() []apiserver.AdmissionPlugin {
+	if n == nil {
+		return nil
+	}
+	return []apiserver.AdmissionPlugin{&nodeauthz.Restriction{Graph: n.graph}}
+}
+
+// start empties the system:node binding the bootstrap policy binds to
+// system:nodes (kube keeps it without subjects once the Node authorizer
+// decides for nodes) and runs the graph until it holds its snapshot.
+func (n *nodeAuthz) start(ctx context.Context, cp *ControlPlane, az *authz) error {
+	if n == nil {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(az.lb.config())
+	if err != nil {
+		return fmt.Errorf("controlplane: loopback client: %w", err)
+	}
+	crbs := cs.RbacV1().ClusterRoleBindings()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := crbs.Get(ctx, "system:node", metav1.GetOptions{})
+		if err != nil || len(b.Subjects) == 0 {
+			return err
+		}
+		b.Subjects = nil
+		_, err = crbs.Update(ctx, b, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("controlplane: system:node binding: %w", err)
+	}
+	cp.goRun("node authorizer graph", n.graph.Run)
+	select {
+	case <-n.graph.Synced():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("controlplane: node authorizer graph: %w", ctx.Err())
+	}
+}
