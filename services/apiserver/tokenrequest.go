@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // Token lifetimes of the TokenRequest API, as kube's.
@@ -40,12 +41,7 @@ const (
 // TokenBinding is what a service-account token is issued for: the
 // ServiceAccount, and the object it is bound to (a Pod, with the Node it
 // runs on if any, or a Secret), as read at issue time.
-type TokenBinding struct {
-	ServiceAccount *corev1.ServiceAccount
-	Pod            *corev1.Pod
-	Node           *corev1.Node
-	Secret         *corev1.Secret
-}
+type TokenBinding = satoken.Binding
 
 // TokenIssuer signs the tokens of the serviceaccounts/token subresource
 // (kube's serviceaccount.TokenGenerator). Safe for concurrent use.

@@ -36,6 +36,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 	"github.com/cairn-dev/cairn/services/embedded"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
 
@@ -72,7 +73,7 @@ type Config struct {
 	// same keys.
 	ServiceAccountKeyDir string
 	// ServiceAccountIssuer is the iss of bound tokens (kube-apiserver's
-	// --service-account-issuer); empty means serviceaccount.DefaultIssuer.
+	// --service-account-issuer); empty means satoken.DefaultIssuer.
 	// APIAudiences are the apiserver's audiences (--api-audiences); empty
 	// means the issuer.
 	ServiceAccountIssuer string
@@ -148,7 +149,7 @@ type ControlPlane struct {
 	RBAC *rbac.Authorizer
 	// ServiceAccountTokens signs and verifies service-account tokens;
 	// ServiceAccountAuthenticator is the apiserver's authenticator of them.
-	ServiceAccountTokens        *serviceaccount.Tokens
+	ServiceAccountTokens        *satoken.Tokens
 	ServiceAccountAuthenticator *serviceaccount.Authenticator
 	Registry                    *schemas.Registry
 	// Webhooks calls the admission webhooks.

@@ -9,13 +9,14 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // serviceAccounts are the apiserver's service-account parts: the token
 // signer (TokenRequest, OIDC discovery), the token authenticator and the
 // admission plugin, over caches of ServiceAccounts, Pods and Secrets.
 type serviceAccounts struct {
-	tokens    *serviceaccount.Tokens
+	tokens    *satoken.Tokens
 	caches    *serviceaccount.Caches
 	authn     *serviceaccount.Authenticator
 	admission *serviceaccount.Admission // nil unless Config.ServiceAccountAdmission
@@ -35,7 +36,7 @@ func (cp *ControlPlane) newServiceAccounts(cfg Config, extra map[string]http.Han
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	tokens, err := serviceaccount.NewTokens(cfg.ServiceAccountIssuer, cfg.APIAudiences, keys, nil)
+	tokens, err := satoken.NewTokens(cfg.ServiceAccountIssuer, cfg.APIAudiences, keys, nil)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
-	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // saEnv is a control plane running the ServiceAccount admission plugin,
@@ -90,7 +90,7 @@ func TestServiceAccountTokenAuthenticates(t *testing.T) {
 	if d := time.Until(tr.Status.ExpirationTimestamp.Time); d < 59*time.Minute || d > 61*time.Minute {
 		t.Errorf("default expiry in %v, want an hour", d)
 	}
-	if got := tr.Spec.Audiences; len(got) != 1 || got[0] != serviceaccount.DefaultIssuer {
+	if got := tr.Spec.Audiences; len(got) != 1 || got[0] != satoken.DefaultIssuer {
 		t.Errorf("audiences %v, want the apiserver's", got)
 	}
 	tok := tr.Status.Token
@@ -105,7 +105,7 @@ func TestServiceAccountTokenAuthenticates(t *testing.T) {
 	}
 	k8s, _ := claims["kubernetes.io"].(map[string]any)
 	sa, _ := k8s["serviceaccount"].(map[string]any)
-	if claims["iss"] != serviceaccount.DefaultIssuer || claims["sub"] != "system:serviceaccount:team:bot" ||
+	if claims["iss"] != satoken.DefaultIssuer || claims["sub"] != "system:serviceaccount:team:bot" ||
 		k8s["namespace"] != "team" || sa["name"] != "bot" || sa["uid"] != string(e.bot.UID) || claims["jti"] == nil {
 		t.Errorf("claims %v", claims)
 	}
@@ -199,7 +199,7 @@ func TestServiceAccountBadTokens(t *testing.T) {
 	}
 	now := time.Now()
 	expired, err := e.ServiceAccountTokens.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now.Add(-2*time.Hour), 3600, 0,
-		[]string{serviceaccount.DefaultIssuer})
+		[]string{satoken.DefaultIssuer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func TestServiceAccountBadTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := serviceaccount.NewTokens("", nil, otherKeys, nil)
+	other, err := satoken.NewTokens("", nil, otherKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := other.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, []string{serviceaccount.DefaultIssuer})
+	forged, err := other.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, []string{satoken.DefaultIssuer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestServiceAccountBadTokens(t *testing.T) {
 	parts := strings.Split(good, ".")
 	tampered := parts[0] + "." + strings.TrimRight(parts[1], "=") + "x." + parts[2]
 	// The payload of another valid token under this token's signature.
-	otherPayload := strings.Split(e.token(t, authenticationv1.TokenRequestSpec{Audiences: []string{serviceaccount.DefaultIssuer, "x"}}).Status.Token, ".")[1]
+	otherPayload := strings.Split(e.token(t, authenticationv1.TokenRequestSpec{Audiences: []string{satoken.DefaultIssuer, "x"}}).Status.Token, ".")[1]
 	waitCode(t, e.Env, "/api/v1/namespaces/team/pods", good, http.StatusOK)
 
 	m := settle(t, e.Env)
@@ -244,7 +244,7 @@ func TestServiceAccountBadTokens(t *testing.T) {
 	} {
 		name, tok := c.name, c.token
 		// Tokens that are not ours are the next authenticator's to refuse.
-		ours := c.reason != serviceaccount.ErrNotServiceAccountToken.Error()
+		ours := c.reason != satoken.ErrNotServiceAccountToken.Error()
 		t.Run(name, func(t *testing.T) {
 			_, err := e.ServiceAccountAuthenticator.AuthenticateToken(ctxFor(t, 10*time.Second), tok)
 			if err == nil || err.Error() != c.reason {
@@ -390,7 +390,7 @@ func TestServiceAccountIssuerDiscovery(t *testing.T) {
 	if err := json.Unmarshal(r.body, &cfg); err != nil || r.code != 200 {
 		t.Fatalf("openid-configuration %d: %s", r.code, r.body)
 	}
-	if cfg.Issuer != serviceaccount.DefaultIssuer || cfg.JWKSURI != serviceaccount.DefaultIssuer+"/openid/v1/jwks" ||
+	if cfg.Issuer != satoken.DefaultIssuer || cfg.JWKSURI != satoken.DefaultIssuer+"/openid/v1/jwks" ||
 		strings.Join(cfg.Algs, ",") != "ES256" || strings.Join(cfg.Resp, ",") != "id_token" || strings.Join(cfg.Subj, ",") != "public" {
 		t.Errorf("openid-configuration %+v", cfg)
 	}

@@ -14,22 +14,18 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // Names of kube's ServiceAccount admission plugin
 // (plugin/pkg/admission/serviceaccount).
 const (
-	DefaultServiceAccountName = "default"
 	// TokenVolumeNamePrefix starts the name of the projected token volume
 	// (kube-api-access-xxxxx).
 	TokenVolumeNamePrefix = "kube-api-access"
 	// TokenMountPath is where every container gets the volume.
 	TokenMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
-	// RootCAConfigMap is the ConfigMap of the cluster CA in every
-	// namespace, its key RootCAKey.
-	RootCAConfigMap = "kube-root-ca.crt"
-	RootCAKey       = "ca.crt"
-	mirrorPodKey    = "kubernetes.io/config.mirror"
+	mirrorPodKey   = "kubernetes.io/config.mirror"
 )
 
 // Admission is kube's ServiceAccount admission plugin. On the creation of a
@@ -69,7 +65,7 @@ func (p *Admission) Admit(ctx context.Context, a *apiserver.AdmissionRequest) er
 		return validateMirrorPod(a, pod)
 	}
 	if pod.Spec.ServiceAccountName == "" {
-		pod.Spec.ServiceAccountName = DefaultServiceAccountName
+		pod.Spec.ServiceAccountName = satoken.DefaultServiceAccountName
 	}
 	sa, err := p.serviceAccount(ctx, a.Namespace, pod.Spec.ServiceAccountName)
 	if err != nil {
@@ -89,7 +85,7 @@ func (p *Admission) Admit(ctx context.Context, a *apiserver.AdmissionRequest) er
 // as the controller creates it with the namespace.
 func (p *Admission) serviceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error) {
 	attempts := 1
-	if name == DefaultServiceAccountName {
+	if name == satoken.DefaultServiceAccountName {
 		attempts = 10
 	}
 	sleep := time.Sleep
@@ -205,8 +201,8 @@ func TokenVolumeSource() *corev1.ProjectedVolumeSource {
 		DefaultMode: ptr.To(corev1.ProjectedVolumeSourceDefaultMode),
 		Sources: []corev1.VolumeProjection{
 			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To(apiserver.WarnOnlyBoundTokenExpirationSeconds)}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RootCAConfigMap},
-				Items: []corev1.KeyToPath{{Key: RootCAKey, Path: RootCAKey}}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: satoken.RootCAConfigMap},
+				Items: []corev1.KeyToPath{{Key: satoken.RootCAKey, Path: satoken.RootCAKey}}}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
 				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
 		},

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // Authenticator is kube's service-account token authenticator
@@ -33,7 +34,7 @@ import (
 // The lookups are Caches': no etcd read unless an object is missing from
 // them.
 type Authenticator struct {
-	Tokens *Tokens
+	Tokens *satoken.Tokens
 	Caches *Caches
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -54,7 +55,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool, err
 		return apiserver.User{}, false, nil
 	}
 	u, err := a.AuthenticateToken(r.Context(), strings.TrimSpace(raw))
-	if errors.Is(err, ErrNotServiceAccountToken) {
+	if errors.Is(err, satoken.ErrNotServiceAccountToken) {
 		return apiserver.User{}, false, nil
 	}
 	if err != nil {
@@ -67,21 +68,21 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool, err
 }
 
 // AuthenticateToken verifies one token (see Authenticator); a token that
-// is not one of ours is ErrNotServiceAccountToken.
+// is not one of ours is satoken.ErrNotServiceAccountToken.
 func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (apiserver.User, error) {
 	var public jwt.Claims
-	var bound privateClaims
-	var legacy legacyClaims
-	if err := a.Tokens.verify(raw, &public, &bound, &legacy); err != nil {
+	var bound satoken.PrivateClaims
+	var legacy satoken.LegacyClaims
+	if err := a.Tokens.Verify(raw, &public, &bound, &legacy); err != nil {
 		return apiserver.User{}, err
 	}
 	auds := []string(public.Audience)
 	if len(auds) == 0 {
 		// Only the apiserver's audiences are allowed for legacy tokens.
-		auds = a.Tokens.audiences
+		auds = a.Tokens.Audiences()
 	}
-	if !slices.ContainsFunc(auds, func(s string) bool { return slices.Contains(a.Tokens.audiences, s) }) {
-		return apiserver.User{}, fmt.Errorf("token audiences %q is invalid for the target audiences %q", auds, a.Tokens.audiences)
+	if !slices.ContainsFunc(auds, func(s string) bool { return slices.Contains(a.Tokens.Audiences(), s) }) {
+		return apiserver.User{}, fmt.Errorf("token audiences %q is invalid for the target audiences %q", auds, a.Tokens.Audiences())
 	}
 	now := time.Now
 	if a.Now != nil {
@@ -89,7 +90,7 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (apis
 	}
 	var ns, name string
 	var err error
-	if public.Issuer == LegacyIssuer {
+	if public.Issuer == satoken.LegacyIssuer {
 		ns, name, err = a.validateLegacy(ctx, raw, &public, &legacy)
 	} else {
 		ns, name, err = a.validateBound(ctx, now(), &public, &bound)
@@ -97,7 +98,7 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (apis
 	if err != nil {
 		return apiserver.User{}, err
 	}
-	return apiserver.User{User: UserName(ns, name), Groups: Groups(ns)}, nil
+	return apiserver.User{User: satoken.UserName(ns, name), Groups: satoken.Groups(ns)}, nil
 }
 
 // deletedBefore reports whether an object was marked deleted before the
@@ -108,7 +109,7 @@ func deletedBefore(ts *metav1.Time, now time.Time) bool {
 }
 
 // validateBound is kube's validator.Validate of bound tokens.
-func (a *Authenticator) validateBound(ctx context.Context, now time.Time, public *jwt.Claims, private *privateClaims) (string, string, error) {
+func (a *Authenticator) validateBound(ctx context.Context, now time.Time, public *jwt.Claims, private *satoken.PrivateClaims) (string, string, error) {
 	switch err := public.Validate(jwt.Expected{Time: now}); {
 	case err == nil:
 	case errors.Is(err, jwt.ErrExpired):
@@ -162,7 +163,7 @@ func (a *Authenticator) validateBound(ctx context.Context, now time.Time, public
 }
 
 // validateLegacy is kube's legacyValidator.Validate (with lookup on).
-func (a *Authenticator) validateLegacy(ctx context.Context, raw string, public *jwt.Claims, private *legacyClaims) (string, string, error) {
+func (a *Authenticator) validateLegacy(ctx context.Context, raw string, public *jwt.Claims, private *satoken.LegacyClaims) (string, string, error) {
 	switch {
 	case public.Subject == "":
 		return "", "", errors.New("sub claim is missing")
@@ -175,7 +176,7 @@ func (a *Authenticator) validateLegacy(ctx context.Context, raw string, public *
 	case private.ServiceAccountUID == "":
 		return "", "", errors.New("serviceAccountUID claim is missing")
 	}
-	ns, name, err := SplitUserName(public.Subject)
+	ns, name, err := satoken.SplitUserName(public.Subject)
 	if err != nil || ns != private.Namespace || name != private.ServiceAccountName {
 		return "", "", errors.New("sub claim is invalid")
 	}

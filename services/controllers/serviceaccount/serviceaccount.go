@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/events/consumer"
-	saapi "github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // Names of the controllers in logs and metrics.
@@ -91,13 +91,13 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 	}
 	consumer.For(c.namespaces, ctrl, func(ns *corev1.Namespace) []string { return []string{ns.Name} })
 	consumer.For(c.accounts, ctrl, func(sa *corev1.ServiceAccount) []string {
-		if sa.Name != saapi.DefaultServiceAccountName {
+		if sa.Name != satoken.DefaultServiceAccountName {
 			return nil
 		}
 		return []string{sa.Namespace}
 	})
 	consumer.For(c.configMaps, ctrl, func(cm *corev1.ConfigMap) []string {
-		if cm.Name != saapi.RootCAConfigMap {
+		if cm.Name != satoken.RootCAConfigMap {
 			return nil
 		}
 		return []string{cm.Namespace}
@@ -107,7 +107,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 		if err != nil {
 			return nil, fmt.Errorf("serviceaccount: new: %w", err)
 		}
-		signer, err := saapi.NewTokens("", nil, keys, nil)
+		signer, err := satoken.NewTokens("", nil, keys, nil)
 		if err != nil {
 			return nil, fmt.Errorf("serviceaccount: new: %w", err)
 		}
@@ -144,11 +144,11 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 
 // ensureDefault is kube's ServiceAccountsController.syncNamespace.
 func (c *Controller) ensureDefault(ctx context.Context, ns string) error {
-	if _, ok := c.accounts.Get(ns, saapi.DefaultServiceAccountName); ok {
+	if _, ok := c.accounts.Get(ns, satoken.DefaultServiceAccountName); ok {
 		return nil
 	}
 	_, err := c.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: saapi.DefaultServiceAccountName}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: satoken.DefaultServiceAccountName}}, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		c.log.Info("created default service account", "namespace", ns)
@@ -167,30 +167,30 @@ func (c *Controller) publishRootCA(ctx context.Context, ns string) error {
 		return nil
 	}
 	cms := c.client.CoreV1().ConfigMaps(ns)
-	cm, ok := c.configMaps.Get(ns, saapi.RootCAConfigMap)
+	cm, ok := c.configMaps.Get(ns, satoken.RootCAConfigMap)
 	if !ok {
 		_, err := cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: saapi.RootCAConfigMap, Annotations: map[string]string{descriptionKey: rootCADescription}},
-			Data:       map[string]string{saapi.RootCAKey: string(c.rootCA)}}, metav1.CreateOptions{})
+			ObjectMeta: metav1.ObjectMeta{Name: satoken.RootCAConfigMap, Annotations: map[string]string{descriptionKey: rootCADescription}},
+			Data:       map[string]string{satoken.RootCAKey: string(c.rootCA)}}, metav1.CreateOptions{})
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err), apierrors.IsForbidden(err), apierrors.IsNotFound(err):
 			return nil
 		default:
-			return fmt.Errorf("serviceaccount: create %s/%s: %w", ns, saapi.RootCAConfigMap, err)
+			return fmt.Errorf("serviceaccount: create %s/%s: %w", ns, satoken.RootCAConfigMap, err)
 		}
 	}
-	if bytes.Equal([]byte(cm.Data[saapi.RootCAKey]), c.rootCA) && len(cm.Data) == 1 && cm.Annotations[descriptionKey] == rootCADescription {
+	if bytes.Equal([]byte(cm.Data[satoken.RootCAKey]), c.rootCA) && len(cm.Data) == 1 && cm.Annotations[descriptionKey] == rootCADescription {
 		return nil
 	}
 	upd := cm.DeepCopy()
-	upd.Data = map[string]string{saapi.RootCAKey: string(c.rootCA)}
+	upd.Data = map[string]string{satoken.RootCAKey: string(c.rootCA)}
 	if upd.Annotations == nil {
 		upd.Annotations = map[string]string{}
 	}
 	upd.Annotations[descriptionKey] = rootCADescription
 	_, err := cms.Update(ctx, upd, metav1.UpdateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("serviceaccount: update %s/%s: %w", ns, saapi.RootCAConfigMap, err)
+		return fmt.Errorf("serviceaccount: update %s/%s: %w", ns, satoken.RootCAConfigMap, err)
 	}
 	if apierrors.IsConflict(err) {
 		return err // the newer version comes through the log; retry on it

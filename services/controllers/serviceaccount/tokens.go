@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cairn-dev/cairn/events/consumer"
-	saapi "github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 )
 
 // tokens is kube's tokens-controller, for Secrets only (it never makes a
@@ -20,7 +20,7 @@ import (
 type tokens struct {
 	log      *slog.Logger
 	client   kubernetes.Interface
-	signer   *saapi.Tokens
+	signer   *satoken.Tokens
 	rootCA   []byte
 	accounts *consumer.Cache[*corev1.ServiceAccount]
 	secrets  *consumer.Cache[*corev1.Secret]
@@ -28,7 +28,7 @@ type tokens struct {
 
 const indexTokenOf = "serviceaccount-token-of"
 
-func newTokens(m *consumer.Manager, opts Options, signer *saapi.Tokens, accounts *consumer.Cache[*corev1.ServiceAccount]) (*tokens, error) {
+func newTokens(m *consumer.Manager, opts Options, signer *satoken.Tokens, accounts *consumer.Cache[*corev1.ServiceAccount]) (*tokens, error) {
 	t := &tokens{log: m.Log().With("controller", TokensName), client: m.Client(), signer: signer, rootCA: opts.RootCA, accounts: accounts}
 	var err error
 	t.secrets, err = consumer.CacheFor[*corev1.Secret](m, secretsResource, consumer.WithIndexers(map[string]consumer.IndexFunc[*corev1.Secret]{

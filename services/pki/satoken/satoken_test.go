@@ -1,4 +1,4 @@
-package serviceaccount
+package satoken
 
 import (
 	"testing"
@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/pki"
 )
 
@@ -34,7 +33,7 @@ func TestRotatedKeysVerify(t *testing.T) {
 	old := mustTokens(t, dir)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bot", UID: "u1"}}
 	now := time.Now()
-	before, err := old.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
+	before, err := old.IssueToken(Binding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +41,12 @@ func TestRotatedKeysVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotated := mustTokens(t, dir)
-	after, err := rotated.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
+	after, err := rotated.IssueToken(Binding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stranger := mustTokens(t, t.TempDir())
-	foreign, err := stranger.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
+	foreign, err := stranger.IssueToken(Binding{ServiceAccount: sa}, now, 3600, 0, []string{DefaultIssuer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestRotatedKeysVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	elsewhere, err := otherIssuer.IssueToken(apiserver.TokenBinding{ServiceAccount: sa}, now, 3600, 0, nil)
+	elsewhere, err := otherIssuer.IssueToken(Binding{ServiceAccount: sa}, now, 3600, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +73,9 @@ func TestRotatedKeysVerify(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var public jwt.Claims
-			var bound privateClaims
-			var legacy legacyClaims
-			err := rotated.verify(c.token, &public, &bound, &legacy)
+			var bound PrivateClaims
+			var legacy LegacyClaims
+			err := rotated.Verify(c.token, &public, &bound, &legacy)
 			if (err == nil) != c.ok || (err == ErrNotServiceAccountToken) == c.ours {
 				t.Fatalf("verify: %v (want ok %v, ours %v)", err, c.ok, c.ours)
 			}
@@ -87,26 +86,5 @@ func TestRotatedKeysVerify(t *testing.T) {
 	}
 	if old.keys[0].id == rotated.keys[0].id || rotated.keys[1].id != old.keys[0].id {
 		t.Errorf("key ids: old %v, rotated %v", old.keys, rotated.keys)
-	}
-}
-
-// TestMountToken: every container gets the volume, except one with
-// something mounted at the token path already; a pod with a
-// kube-api-access-* volume keeps it.
-func TestMountToken(t *testing.T) {
-	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
-		{Name: "a"},
-		{Name: "own", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: TokenMountPath}}},
-	}}}
-	mountToken(pod)
-	if len(pod.Spec.Volumes) != 1 || len(pod.Spec.Containers[0].VolumeMounts) != 1 || len(pod.Spec.Containers[1].VolumeMounts) != 1 ||
-		pod.Spec.Containers[1].VolumeMounts[0].Name != "mine" {
-		t.Fatalf("pod %+v", pod.Spec)
-	}
-	name := pod.Spec.Volumes[0].Name
-	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "late"})
-	mountToken(pod)
-	if len(pod.Spec.Volumes) != 1 || pod.Spec.Containers[2].VolumeMounts[0].Name != name {
-		t.Errorf("second mount: %+v", pod.Spec)
 	}
 }

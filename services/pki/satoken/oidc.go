@@ -1,4 +1,4 @@
-package serviceaccount
+package satoken
 
 import (
 	"encoding/json"

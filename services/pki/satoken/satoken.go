@@ -1,4 +1,4 @@
-package serviceaccount
+package satoken
 
 import (
 	"crypto"
@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/pki"
 )
 
@@ -27,6 +26,15 @@ const (
 	// LegacyIssuer is the iss of the tokens of kubernetes.io/service-account-token
 	// Secrets.
 	LegacyIssuer = "kubernetes/serviceaccount"
+)
+
+// Names of kube's service-account plumbing: the ServiceAccount every
+// namespace gets, and the ConfigMap of the cluster CA in every namespace
+// (kube-root-ca.crt, its key ca.crt), which token volumes project.
+const (
+	DefaultServiceAccountName = "default"
+	RootCAConfigMap           = "kube-root-ca.crt"
+	RootCAKey                 = "ca.crt"
 )
 
 // Users and groups of service accounts, as kube spells them.
@@ -53,27 +61,27 @@ func SplitUserName(user string) (namespace, name string, err error) {
 // Groups are the groups of a service account of namespace.
 func Groups(namespace string) []string { return []string{GroupAll, GroupNamePrefix + namespace} }
 
-// privateClaims are kube's bound-token claims (pkg/serviceaccount/claims.go).
-type privateClaims struct {
-	Kubernetes kubernetesClaims `json:"kubernetes.io,omitempty"`
+// PrivateClaims are kube's bound-token claims (pkg/serviceaccount/claims.go).
+type PrivateClaims struct {
+	Kubernetes KubernetesClaims `json:"kubernetes.io,omitempty"`
 }
 
-type kubernetesClaims struct {
+type KubernetesClaims struct {
 	Namespace string           `json:"namespace,omitempty"`
-	Svcacct   ref              `json:"serviceaccount,omitzero"`
-	Pod       *ref             `json:"pod,omitempty"`
-	Secret    *ref             `json:"secret,omitempty"`
-	Node      *ref             `json:"node,omitempty"`
+	Svcacct   Ref              `json:"serviceaccount,omitzero"`
+	Pod       *Ref             `json:"pod,omitempty"`
+	Secret    *Ref             `json:"secret,omitempty"`
+	Node      *Ref             `json:"node,omitempty"`
 	WarnAfter *jwt.NumericDate `json:"warnafter,omitempty"`
 }
 
-type ref struct {
+type Ref struct {
 	Name string `json:"name,omitempty"`
 	UID  string `json:"uid,omitempty"`
 }
 
-// legacyClaims are the claims of a Secret's token (pkg/serviceaccount/legacy.go).
-type legacyClaims struct {
+// LegacyClaims are the claims of a Secret's token (pkg/serviceaccount/legacy.go).
+type LegacyClaims struct {
 	ServiceAccountName string `json:"kubernetes.io/serviceaccount/service-account.name"`
 	ServiceAccountUID  string `json:"kubernetes.io/serviceaccount/service-account.uid"`
 	SecretName         string `json:"kubernetes.io/serviceaccount/secret.name"`
@@ -97,7 +105,14 @@ type verifyingKey struct {
 	key crypto.PublicKey
 }
 
-var _ apiserver.TokenIssuer = (*Tokens)(nil)
+// Binding is what a token is bound to: its ServiceAccount, and a pod (with
+// its node) or a secret, or nothing else.
+type Binding struct {
+	ServiceAccount *corev1.ServiceAccount
+	Pod            *corev1.Pod
+	Node           *corev1.Node
+	Secret         *corev1.Secret
+}
 
 // NewTokens builds the signer of issuer; audiences are the apiserver's
 // (nil means just the issuer, as kube-apiserver defaults --api-audiences).
@@ -136,7 +151,7 @@ func (t *Tokens) Audiences() []string { return append([]string(nil), t.audiences
 // IssueToken implements apiserver.TokenIssuer with kube's claims: iss,
 // sub, aud, iat, nbf, exp, jti, and kubernetes.io with the namespace, the
 // service account, and the pod (and its node) or secret bound to.
-func (t *Tokens) IssueToken(b apiserver.TokenBinding, now time.Time, expirationSeconds, warnAfter int64, audiences []string) (string, error) {
+func (t *Tokens) IssueToken(b Binding, now time.Time, expirationSeconds, warnAfter int64, audiences []string) (string, error) {
 	sa := b.ServiceAccount
 	if b.Secret != nil && (b.Pod != nil || b.Node != nil) {
 		return "", errors.New("internal error, token can only be bound to one object type")
@@ -150,17 +165,17 @@ func (t *Tokens) IssueToken(b apiserver.TokenBinding, now time.Time, expirationS
 		Expiry:    jwt.NewNumericDate(now.Add(time.Duration(expirationSeconds) * time.Second)),
 		ID:        uuid.NewString(),
 	}
-	private := privateClaims{Kubernetes: kubernetesClaims{Namespace: sa.Namespace, Svcacct: ref{Name: sa.Name, UID: string(sa.UID)}}}
+	private := PrivateClaims{Kubernetes: KubernetesClaims{Namespace: sa.Namespace, Svcacct: Ref{Name: sa.Name, UID: string(sa.UID)}}}
 	switch {
 	case b.Pod != nil:
-		private.Kubernetes.Pod = &ref{Name: b.Pod.Name, UID: string(b.Pod.UID)}
+		private.Kubernetes.Pod = &Ref{Name: b.Pod.Name, UID: string(b.Pod.UID)}
 		if b.Node != nil {
-			private.Kubernetes.Node = &ref{Name: b.Node.Name, UID: string(b.Node.UID)}
+			private.Kubernetes.Node = &Ref{Name: b.Node.Name, UID: string(b.Node.UID)}
 		}
 	case b.Secret != nil:
-		private.Kubernetes.Secret = &ref{Name: b.Secret.Name, UID: string(b.Secret.UID)}
+		private.Kubernetes.Secret = &Ref{Name: b.Secret.Name, UID: string(b.Secret.UID)}
 	case b.Node != nil:
-		private.Kubernetes.Node = &ref{Name: b.Node.Name, UID: string(b.Node.UID)}
+		private.Kubernetes.Node = &Ref{Name: b.Node.Name, UID: string(b.Node.UID)}
 	}
 	if warnAfter != 0 {
 		private.Kubernetes.WarnAfter = jwt.NewNumericDate(now.Add(time.Duration(warnAfter) * time.Second))
@@ -172,7 +187,7 @@ func (t *Tokens) IssueToken(b apiserver.TokenBinding, now time.Time, expirationS
 // Secret, as kube's token controller does.
 func (t *Tokens) LegacyToken(sa *corev1.ServiceAccount, secret *corev1.Secret) (string, error) {
 	public := jwt.Claims{Issuer: LegacyIssuer, Subject: UserName(sa.Namespace, sa.Name)}
-	private := legacyClaims{ServiceAccountName: sa.Name, ServiceAccountUID: string(sa.UID), SecretName: secret.Name, Namespace: sa.Namespace}
+	private := LegacyClaims{ServiceAccountName: sa.Name, ServiceAccountUID: string(sa.UID), SecretName: secret.Name, Namespace: sa.Namespace}
 	return jwt.Signed(t.signer).Claims(public).Claims(private).Serialize()
 }
 
@@ -180,10 +195,10 @@ func (t *Tokens) LegacyToken(sa *corev1.ServiceAccount, secret *corev1.Secret) (
 // authenticator leaves it to the next one.
 var ErrNotServiceAccountToken = errors.New("serviceaccount: not a service-account token")
 
-// verify checks the signature of a token whose issuer is one of ours and
+// Verify checks the signature of a token whose issuer is one of ours and
 // decodes its claims into public and private. A token that is no JWT or
 // names another issuer is ErrNotServiceAccountToken.
-func (t *Tokens) verify(raw string, public *jwt.Claims, bound *privateClaims, legacy *legacyClaims) error {
+func (t *Tokens) Verify(raw string, public *jwt.Claims, bound *PrivateClaims, legacy *LegacyClaims) error {
 	if strings.Count(raw, ".") != 2 {
 		return ErrNotServiceAccountToken
 	}
