@@ -108,7 +108,8 @@ func (r ovenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 // spec.replicas; the operator writes the Deployment's replicas through the
 // status subresource; deleting the Oven lets the garbage collector delete
 // the Deployment (the CRD is established after the collector started);
-// and the Oven's timeline shows the Deployment as its effect.
+// and the Oven's timeline shows the Deployment, its ReplicaSet and its
+// pods as its effects.
 func TestOperator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairn and runs cairn up; skipped with -short")
@@ -213,7 +214,7 @@ func TestOperator(t *testing.T) {
 	kc := []string{"KUBECONFIG=" + c.Up.Kubeconfig()}
 	eventuallyOut(t, "cairn timeline oven/o1", func() (string, error) {
 		return resultOut(cairntest.RunIn(t, callTimeout, dir, kc, bin, "timeline", "oven/o1"))
-	}, "Oven default/o1", "Deployment default/oven-o1")
+	}, "Oven default/o1", "Deployment default/oven-o1", "ReplicaSet default/oven-o1-", "Pod default/oven-o1-")
 
 	if err := cl.Delete(ctx, oven); err != nil {
 		t.Fatalf("delete oven: %v", err)
