@@ -70,6 +70,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	go.uber.org/automaxprocs v1.6.0 // indirect
 	golang.org/x/exp v0.0.0-20260529124908-c761662dc8c9 // indirect
+	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/mcs-api v0.5.2 // indirect
 )

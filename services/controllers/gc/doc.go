@@ -19,6 +19,14 @@
 // Each resource has its own consumer.Controller keyed "namespace/name", so
 // the Manager's shard partitions the work as for any controller.
 //
+// Custom resources come and go at run time: the collector watches the
+// CustomResourceDefinitions and rediscovers on each change (and every 30 s,
+// as kube's GC resyncs its monitors). A resource that appears gets a
+// metadata cache and a gc-<resource> controller of the collector's own
+// (the Manager's caches cannot be stopped), so custom objects are handled
+// as owners and as dependents; one no longer served is dropped and its
+// cache and controller stopped.
+//
 // # The three propagation policies
 //
 // The apiserver implements the first half of a delete: with

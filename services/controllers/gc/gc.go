@@ -43,9 +43,13 @@ type Controller struct {
 	client dynamic.Interface
 	disco  discovery.DiscoveryInterface
 
-	// Set by run before any reconcile; read-only afterwards.
+	// Set by run before any reconcile, replaced (under mu) as custom
+	// resources come and go; read through all and kind.
+	mu        sync.RWMutex
 	resources []*resource
 	byKind    map[schema.GroupKind]*resource
+	// wg holds the caches and controllers of resources found after start.
+	wg sync.WaitGroup
 
 	absent absentOwners
 	// started is set once resources, caches and controllers are built.
@@ -61,6 +65,9 @@ type resource struct {
 	namespaced bool
 	cache      consumer.MetaCache
 	ctrl       *consumer.Controller
+	// stop ends the cache and controller of a resource found after
+	// start; nil for those the manager runs.
+	stop func()
 }
 
 // New builds a garbage collector on m. It does no I/O: when m runs it,
@@ -118,8 +125,9 @@ func (c *Controller) run(ctx context.Context) error {
 		c.m.AddController(ctrl)
 	}
 	c.starting()
-	<-ctx.Done()
-	return nil
+	err := c.follow(ctx)
+	c.wg.Wait()
+	return err
 }
 
 // ownership is the Owns and Guard for the objects of r. A
@@ -156,13 +164,13 @@ func (c *Controller) ownership(r *resource) (owns func(string) bool, guard func(
 }
 
 // discover lists the resources to collect, retrying until the apiserver
-// answers or ctx ends.
+// answers or ctx ends, and asks the manager for a cache of each.
 func (c *Controller) discover(ctx context.Context) error {
-	var lists []*metav1.APIResourceList
+	var found []*resource
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		lists, err = c.disco.ServerPreferredResources()
-		if err != nil && len(lists) == 0 {
+		found, err = c.served()
+		if len(found) == 0 {
 			c.log.Warn("discovery failed", "err", err)
 			return false, nil
 		}
@@ -172,6 +180,25 @@ func (c *Controller) discover(ctx context.Context) error {
 		return fmt.Errorf("gc: discovery: %w", err)
 	}
 	c.byKind = map[schema.GroupKind]*resource{}
+	for _, r := range found {
+		if r.cache, err = consumer.MetaFor(c.m, r.gvr, consumer.WithMetaIndex(IndexOwnerUID, ownerUIDs)); err != nil {
+			return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
+		}
+		c.resources = append(c.resources, r)
+		c.byKind[schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}] = r
+	}
+	return nil
+}
+
+// served is the resources discovery lists that the collector can handle
+// (list, watch, get, delete, update), without caches; with an error,
+// those of the groups that answered.
+func (c *Controller) served() ([]*resource, error) {
+	lists, derr := c.disco.ServerPreferredResources()
+	if derr != nil && len(lists) == 0 {
+		return nil, derr
+	}
+	var out []*resource
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
 		if err != nil {
@@ -181,15 +208,10 @@ func (c *Controller) discover(ctx context.Context) error {
 			if strings.Contains(ar.Name, "/") || !hasVerbs(ar.Verbs, "list", "watch", "get", "delete", "update") {
 				continue
 			}
-			r := &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced}
-			if r.cache, err = consumer.MetaFor(c.m, r.gvr, consumer.WithMetaIndex(IndexOwnerUID, ownerUIDs)); err != nil {
-				return fmt.Errorf("gc: cache %v: %w", r.gvr, err)
-			}
-			c.resources = append(c.resources, r)
-			c.byKind[schema.GroupKind{Group: gv.Group, Kind: ar.Kind}] = r
+			out = append(out, &resource{gvr: gv.WithResource(ar.Name), kind: ar.Kind, namespaced: ar.Namespaced})
 		}
 	}
-	return nil
+	return out, derr
 }
 
 func hasVerbs(have metav1.Verbs, want ...string) bool {
@@ -256,7 +278,7 @@ func interesting(obj metav1.Object) bool {
 
 // enqueueDependents queues every object that has an ownerReference to uid.
 func (c *Controller) enqueueDependents(uid types.UID, ev *events.Event) {
-	for _, r := range c.resources {
+	for _, r := range c.all() {
 		for _, d := range r.cache.ByIndex(IndexOwnerUID, string(uid)) {
 			r.ctrl.Enqueue(consumer.KeyOf(d), ev)
 		}
@@ -281,7 +303,7 @@ func (c *Controller) ownerResource(dep metav1.Object, ref metav1.OwnerReference)
 	if err != nil {
 		return nil, "", false
 	}
-	r, ok := c.byKind[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
+	r, ok := c.kind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
 	if !ok {
 		return nil, "", false
 	}

@@ -191,7 +191,7 @@ func (c *Controller) processDeletingDependents(ctx context.Context, r *resource,
 // deletion, and queues those not yet being deleted. poll is partialPoll if
 // some are in a partial cache (their changes do not queue the owner).
 func (c *Controller) blockingDependents(ctx context.Context, owner metav1.Object) (blocking int, poll time.Duration, err error) {
-	for _, dr := range c.resources {
+	for _, dr := range c.all() {
 		deps, err := c.dependents(ctx, dr, owner)
 		if err != nil {
 			return 0, 0, err
@@ -237,7 +237,7 @@ func (c *Controller) orphanDependents(ctx context.Context, r *resource, owner me
 	}
 	drop := map[types.UID]bool{owner.GetUID(): true}
 	var errs []error
-	for _, dr := range c.resources {
+	for _, dr := range c.all() {
 		deps, err := c.dependents(ctx, dr, owner)
 		if err != nil {
 			return err
@@ -262,7 +262,7 @@ func (c *Controller) hasDependentsNow(ctx context.Context, owner metav1.Object) 
 	if err := c.catchUp(ctx); err != nil {
 		return false, err
 	}
-	for _, r := range c.resources {
+	for _, r := range c.all() {
 		deps, err := c.dependents(ctx, r, owner)
 		if err != nil {
 			return false, err
@@ -281,7 +281,7 @@ func (c *Controller) hasDependentsNow(ctx context.Context, owner metav1.Object) 
 func (c *Controller) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, r := range c.resources {
+	for _, r := range c.all() {
 		if r.cache.Partial() {
 			continue
 		}
