@@ -83,6 +83,31 @@ func IsTerminal(err error) bool {
 	return errors.As(err, &t)
 }
 
+// expectedError marks a failure that is part of normal operation.
+type expectedError struct{ err error }
+
+func (e *expectedError) Error() string { return e.err.Error() }
+func (e *expectedError) Unwrap() error { return e.err }
+
+// ExpectedError wraps err, a failure that is part of normal operation (a
+// cache that has not yet seen the controller's own last write): the key is
+// retried with back-off as for any error, but the retry is logged at info,
+// as kube's controllers log theirs, not as a warning on the operator's
+// terminal. errors.Is and errors.As see through it to err.
+func ExpectedError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &expectedError{err: err}
+}
+
+// IsExpected reports whether err (or anything it wraps) is an
+// ExpectedError.
+func IsExpected(err error) bool {
+	var e *expectedError
+	return errors.As(err, &e)
+}
+
 // Syncer is a source a controller waits for before its first reconcile
 // (a *Cache).
 type Syncer interface {
@@ -224,7 +249,11 @@ func (c *Controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 		log.Error("reconcile failed, not retrying", "err", err)
 	default:
-		log.Warn("reconcile failed, retrying", "err", err, "requeues", c.queue.NumRequeues(key))
+		level := slog.LevelWarn
+		if IsExpected(err) {
+			level = slog.LevelInfo
+		}
+		log.Log(ctx, level, "reconcile failed, retrying", "err", err, "requeues", c.queue.NumRequeues(key))
 		c.queue.AddRateLimited(key)
 	}
 	return true

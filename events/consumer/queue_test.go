@@ -148,6 +148,12 @@ func TestController(t *testing.T) {
 			return Result{}, nil
 		}, nil, 4},
 		{"terminal error", func(int) (Result, error) { return Result{}, TerminalError(errFlaky) }, nil, 1},
+		{"expected error is retried", func(n int) (Result, error) {
+			if n < 2 {
+				return Result{}, ExpectedError(fmt.Errorf("attempt %d: %w", n, errFlaky))
+			}
+			return Result{}, nil
+		}, nil, 3},
 		{"panic is retried", func(n int) (Result, error) {
 			if n == 0 {
 				panic("boom")
@@ -205,6 +211,10 @@ func TestController(t *testing.T) {
 		err := fmt.Errorf("reconcile: %w", TerminalError(errFlaky))
 		if !IsTerminal(err) || !errors.Is(err, errFlaky) || IsTerminal(errFlaky) || TerminalError(nil) != nil {
 			t.Errorf("TerminalError does not wrap as documented: %v", err)
+		}
+		err = fmt.Errorf("reconcile: %w", ExpectedError(errFlaky))
+		if !IsExpected(err) || !errors.Is(err, errFlaky) || IsExpected(errFlaky) || IsTerminal(err) || ExpectedError(nil) != nil {
+			t.Errorf("ExpectedError does not wrap as documented: %v", err)
 		}
 	})
 }

@@ -135,7 +135,7 @@ func (c *EndpointsController) Reconcile(ctx context.Context, req consumer.Reques
 	if !ok {
 		current = &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: svc.Labels}}
 	} else if c.stale.isStale(req.Key, current.ResourceVersion) {
-		return consumer.Result{}, fmt.Errorf("endpoints: %s at %s: %w", req.Key, current.ResourceVersion, errStale)
+		return consumer.Result{}, consumer.ExpectedError(fmt.Errorf("endpoints: %s at %s: %w", req.Key, current.ResourceVersion, errStale))
 	}
 	create := current.ResourceVersion == ""
 	if !create && upToDate(current, svc, subsets) {

@@ -212,7 +212,7 @@ func (c *SliceController) Reconcile(ctx context.Context, req consumer.Request) (
 		}
 	}
 	if c.tracker.StaleSlices(svc, slices) {
-		return consumer.Result{}, fmt.Errorf("endpointslice: %s: %w", req.Key, errStale)
+		return consumer.Result{}, consumer.ExpectedError(fmt.Errorf("endpointslice: %s: %w", req.Key, errStale))
 	}
 	trigger := c.unwritten.triggerTime(req.Key, c.trigger.ComputeEndpointLastChangeTriggerTime(ns, svc, pods))
 	rec := causalRecorder{c.recorder, ctx}
