@@ -27,6 +27,14 @@ const (
 	UserScheduler      = "system:kube-scheduler"
 	UserKubeProxy      = "system:kube-proxy"
 	NodeUserPrefix     = "system:node:"
+	// HollowKubeletUserPrefix and GroupHollowNodes are the identity of a
+	// hollow kubelet process (cairn kubelet --runtime hollow), which
+	// registers many simulated nodes under one credential: it is no node
+	// to the Node authorizer and NodeRestriction (those allow a node only
+	// its own objects), and the bootstrap policy binds the group to the
+	// ClusterRole system:node.
+	HollowKubeletUserPrefix = "cairn:hollow-kubelet:"
+	GroupHollowNodes        = "cairn:hollow-nodes"
 )
 
 // Authenticator identifies the user of a request. ok is false when the

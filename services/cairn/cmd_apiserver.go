@@ -27,6 +27,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		insecure  bool
 		electTTL  time.Duration
 		svcNet    serviceNetFlags
+		saFlags   serviceAccountFlags
 		identity  string
 	)
 	fs := newFlagSet("apiserver", stderr)
@@ -40,6 +41,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
 	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	svcNet.register(fs.FlagSet)
+	saFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -63,6 +65,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg := controlplane.Config{EtcdEndpoints: etcd, NATSURL: natsURL, Listen: listen, Log: log, ElectionTTL: electTTL, Identity: identity,
 		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
 		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
+	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = saFlags.values()
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

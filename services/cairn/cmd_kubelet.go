@@ -35,6 +35,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("kubelet", stderr)
 	fs.serviceFlags(join.KubeconfigFile, "kubeconfig to reach the apiserver (default <data-dir>/nodes/<node-name>/"+join.KubeconfigFile+
 		", issued from the cluster CA in <data-dir>/pki for user system:node:<node-name>, group system:nodes, when it does not exist; "+
+		"with --runtime hollow <data-dir>/nodes/<node-name>/"+join.HollowKubeconfigFile+" for user cairn:hollow-kubelet:<node-name>, group cairn:hollow-nodes; "+
 		"KUBECONFIG is not read, as by kube's kubelet)")
 	fs.StringVar(&name, "node-name", strings.ToLower(host), "the node's name (hollow nodes: the prefix of their names)")
 	fs.StringVar(&runtime, "runtime", "cri", "cri: real pods on a private containerd (needs root); hollow: simulated pods, for benchmarks")
@@ -64,12 +65,16 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if fs.kubeconfig == "" {
-		path, issued, err := join.NodeKubeconfig(fs.dataDir, name)
+		issue, user := join.NodeKubeconfig, apiserver.NodeUserPrefix+name
+		if runtime == "hollow" {
+			issue, user = join.HollowKubeconfig, apiserver.HollowKubeletUserPrefix+name
+		}
+		path, issued, err := issue(fs.dataDir, name)
 		if err != nil {
 			return err
 		}
 		if issued {
-			fmt.Fprintf(stdout, "node credentials issued (%s, user %s%s)\n", path, apiserver.NodeUserPrefix, name)
+			fmt.Fprintf(stdout, "node credentials issued (%s, user %s)\n", path, user)
 		}
 		fs.defaultKubeconfig = path
 	}

@@ -13,6 +13,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		etcd   listFlag
 		hosts  listFlag
 		svcNet serviceNetFlags
+		sa     serviceAccountFlags
 		dns    kubeletDNSFlags
 	)
 	fs := newFlagSet("up", stderr)
@@ -26,6 +27,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
 	svcNet.register(fs.FlagSet)
+	sa.register(fs.FlagSet)
 	dns.register(fs.FlagSet)
 	fs.StringVar(&cfg.DNS.Forward, "dns-forward", "", "the cluster DNS's upstream for names outside the cluster domain, as kubeadm's "+
 		"\"forward . /etc/resolv.conf\" (a resolv.conf or addresses); empty forwards nothing (no query leaves the cluster)")
@@ -35,6 +37,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.DataDir = fs.dataDir
 	cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = svcNet.clusterIPRange, svcNet.nodePortRange, svcNet.advertise
+	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = sa.values()
 	cfg.DNS.ClusterDomain, cfg.DNS.ResolvConf = dns.clusterDomain, dns.resolvConf
 	if fs.given("cluster-dns") {
 		cfg.DNS.ClusterDNS = dns.servers()

@@ -2,8 +2,11 @@ package main
 
 import (
 	"flag"
+	"strings"
+	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
+	"github.com/cairn-dev/cairn/services/pki/satoken"
 	"github.com/cairn-dev/cairn/services/proxy"
 )
 
@@ -22,4 +25,31 @@ func (f *serviceNetFlags) register(fs *flag.FlagSet) {
 		"IP address the kubernetes Service's endpoints list for this apiserver; the default is the address at which "+
 			"every cairn node's proxy relays to the apiserver from inside the node's network namespace, so that pods reach it "+
 			"at 10.96.0.1:443 (empty: the IP of --listen)")
+}
+
+// serviceAccountFlags are the apiserver's service-account token flags,
+// shared by cairn apiserver and cairn up (kube-apiserver's names).
+type serviceAccountFlags struct {
+	issuer, audiences string
+	maxExpiration     time.Duration
+}
+
+func (f *serviceAccountFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.issuer, "service-account-issuer", satoken.DefaultIssuer,
+		"iss of the service-account tokens this apiserver issues (the same on every apiserver)")
+	fs.StringVar(&f.audiences, "api-audiences", "",
+		"comma-separated audiences a service-account token must name to be accepted, and which tokens get when the request names none (empty: the issuer)")
+	fs.DurationVar(&f.maxExpiration, "service-account-max-token-expiration", 0,
+		"the longest lifetime a requested service-account token gets (0: no cap but the API's 2^32 s)")
+}
+
+// values are the issuer, the audiences (nil: the issuer) and the cap, as
+// controlplane.Config and up.Config take them.
+func (f *serviceAccountFlags) values() (issuer string, audiences []string, maxExpiration time.Duration) {
+	for _, a := range strings.Split(f.audiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			audiences = append(audiences, a)
+		}
+	}
+	return f.issuer, audiences, f.maxExpiration
 }

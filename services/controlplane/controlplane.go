@@ -78,6 +78,10 @@ type Config struct {
 	// means the issuer.
 	ServiceAccountIssuer string
 	APIAudiences         []string
+	// MaxTokenExpiration caps the lifetime of requested service-account
+	// tokens (kube-apiserver's --service-account-max-token-expiration); 0
+	// means no cap but validation's.
+	MaxTokenExpiration time.Duration
 	// ServiceAccountAdmission runs kube's ServiceAccount admission plugin
 	// (pods get the default ServiceAccount and the token volume, and are
 	// refused if their ServiceAccount does not exist). It needs the
@@ -255,18 +259,19 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		authn = apiserver.X509Authenticator{}
 	}
 	srv, err := apiserver.New(apiserver.Config{
-		TLS:              cfg.TLS,
-		KubeletClientTLS: cfg.KubeletClientTLS,
-		Store:            cp.Store,
-		Registry:         cp.Registry,
-		Hub:              cp.Hub,
-		Authenticator:    apiserver.Authenticators{az.lb, sa.authn, authn},
-		Authorizer:       cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
-		Admission:        slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), cfg.Admission),
-		Tokens:           sa.tokens,
-		Webhooks:         wh,
-		ServiceIPs:       svcIPs,
-		NodePorts:        nodePorts,
+		TLS:                cfg.TLS,
+		KubeletClientTLS:   cfg.KubeletClientTLS,
+		Store:              cp.Store,
+		Registry:           cp.Registry,
+		Hub:                cp.Hub,
+		Authenticator:      apiserver.Authenticators{az.lb, sa.authn, authn},
+		Authorizer:         cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
+		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), cfg.Admission),
+		Tokens:             sa.tokens,
+		MaxTokenExpiration: cfg.MaxTokenExpiration,
+		Webhooks:           wh,
+		ServiceIPs:         svcIPs,
+		NodePorts:          nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
 			cp.Registry.Generation),
 		SyncCustom:  func(ctx context.Context) error { return cp.CRDs.Sync(ctx) },

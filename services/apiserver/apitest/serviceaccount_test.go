@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -31,8 +32,12 @@ type saEnv struct {
 	bot *corev1.ServiceAccount
 }
 
-func newSAEnv(t *testing.T) *saEnv {
-	env := controlplanetest.Start(t, controlplanetest.Options{ServiceAccountAdmission: true})
+func newSAEnv(t *testing.T, maxTokenExpiration ...time.Duration) *saEnv {
+	o := controlplanetest.Options{ServiceAccountAdmission: true}
+	if len(maxTokenExpiration) > 0 {
+		o.MaxTokenExpiration = maxTokenExpiration[0]
+	}
+	env := controlplanetest.Start(t, o)
 	ctx := ctxFor(t, 30*time.Second)
 	cs := env.Client
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
@@ -264,6 +269,31 @@ func TestServiceAccountBadTokens(t *testing.T) {
 		})
 	}
 	requireNothingWritten(t, e.Env, m)
+}
+
+// TestMaxTokenExpiration: with kube-apiserver's
+// --service-account-max-token-expiration (cairn's flag of the same name), a
+// longer request gets the cap, as kube shortens it, and a shorter one what
+// it asked for.
+func TestMaxTokenExpiration(t *testing.T) {
+	e := newSAEnv(t, time.Hour)
+	for _, tc := range []struct{ ask, want int64 }{{7200, 3600}, {1800, 1800}} {
+		tr := e.token(t, authenticationv1.TokenRequestSpec{ExpirationSeconds: &tc.ask})
+		if got := *tr.Spec.ExpirationSeconds; got != tc.want {
+			t.Errorf("asked %d s: spec says %d s, want %d", tc.ask, got, tc.want)
+		}
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(tr.Status.Token, ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims struct{ Iat, Exp int64 }
+		if err := json.Unmarshal(payload, &claims); err != nil {
+			t.Fatal(err)
+		}
+		if claims.Exp-claims.Iat != tc.want {
+			t.Errorf("asked %d s: token lives %d s, want %d", tc.ask, claims.Exp-claims.Iat, tc.want)
+		}
+	}
 }
 
 func TestTokenRequestBadInput(t *testing.T) {

@@ -305,11 +305,13 @@ func (c *cluster) testKubelet(t *testing.T) {
 
 	// The certificate's subject is checked by the join package's test;
 	// here the log shows the apiserver authenticated the node as it.
-	if _, err := os.Stat(filepath.Join(c.dir, "nodes", name, "kubelet.kubeconfig")); err != nil {
-		t.Errorf("the node's kubeconfig: %v", err)
+	if _, err := os.Stat(filepath.Join(c.dir, "nodes", name, "hollow.kubeconfig")); err != nil {
+		t.Errorf("the hollow kubelet's kubeconfig: %v", err)
 	}
 
-	// The log says who registered the Node: the node's own identity.
+	// The log says who registered the Node: the hollow kubelet's identity
+	// (one credential for all its simulated nodes, which NodeRestriction
+	// would refuse to a node's own).
 	r := c.run(t, c.kubeconfigEnv(), "events", "tail", "--no-follow", "--json", "--kind", "nodes", "--name", node)
 	if r.Err != nil {
 		t.Fatalf("%s", r)
@@ -319,8 +321,8 @@ func (c *cluster) testKubelet(t *testing.T) {
 	if err := json.Unmarshal([]byte(first), &e); err != nil {
 		t.Fatalf("events tail: %v\n%s", err, r.Stdout)
 	}
-	if e.Type != events.Added || e.Actor.User != "system:node:"+name || !slices.Contains(e.Actor.Groups, "system:nodes") {
-		t.Errorf("first event of node %s: %s by %+v, want ADDED by system:node:%s in system:nodes", node, e.Type, e.Actor, name)
+	if e.Type != events.Added || e.Actor.User != "cairn:hollow-kubelet:"+name || !slices.Contains(e.Actor.Groups, "cairn:hollow-nodes") {
+		t.Errorf("first event of node %s: %s by %+v, want ADDED by cairn:hollow-kubelet:%s in cairn:hollow-nodes", node, e.Type, e.Actor, name)
 	}
 	k.Interrupt(stopTimeout)
 }

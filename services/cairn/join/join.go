@@ -25,6 +25,23 @@ func KubeconfigPath(dataDir, node string) string {
 	return filepath.Join(NodeDir(dataDir, node), KubeconfigFile)
 }
 
+// HollowKubeconfigFile is the name of a hollow kubelet's kubeconfig in
+// its directory.
+const HollowKubeconfigFile = "hollow.kubeconfig"
+
+// HollowKubeconfig is NodeKubeconfig for a hollow kubelet (cairn kubelet
+// --runtime hollow, whose simulated nodes are name-0, name-1, ...): user
+// cairn:hollow-kubelet:<name> in group cairn:hollow-nodes, which the
+// bootstrap policy binds to the ClusterRole system:node. A node's own
+// identity would let it write only the Node of its name (NodeRestriction).
+func HollowKubeconfig(dataDir, name string) (path string, issued bool, err error) {
+	if name == "" {
+		return "", false, errors.New("join: empty node name")
+	}
+	return issueKubeconfig(dataDir, filepath.Join(NodeDir(dataDir, name), HollowKubeconfigFile),
+		apiserver.HollowKubeletUserPrefix+name, []string{apiserver.GroupHollowNodes})
+}
+
 // ProxyKubeconfigFile is the name of a node's proxy kubeconfig in its
 // directory.
 const ProxyKubeconfigFile = "proxy.kubeconfig"

@@ -199,6 +199,9 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		// namespace's default ServiceAccount and kube-root-ca.crt.
 		ServiceAccountKeyDir:    s.paths.PKI,
 		ServiceAccountAdmission: true,
+		ServiceAccountIssuer:    s.cfg.ServiceAccountIssuer,
+		APIAudiences:            s.cfg.APIAudiences,
+		MaxTokenExpiration:      s.cfg.MaxTokenExpiration,
 		// Kubelets read only what their pods use (Node,RBAC).
 		NodeAuthorizer: true,
 		Identity:       s.id,

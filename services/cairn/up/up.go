@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
 	"github.com/cairn-dev/cairn/services/pki"
@@ -50,6 +51,12 @@ type Config struct {
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 	AdvertiseAddress      string
+	// ServiceAccountIssuer, APIAudiences and MaxTokenExpiration are the
+	// apiserver's service-account token settings (controlplane.Config);
+	// empty means its defaults.
+	ServiceAccountIssuer string
+	APIAudiences         []string
+	MaxTokenExpiration   time.Duration
 	// DNS is the cluster DNS and the node's resolver settings (see
 	// DNSConfig).
 	DNS DNSConfig

@@ -69,6 +69,8 @@ type Options struct {
 	// ServiceAccountAdmission runs the ServiceAccount admission plugin
 	// (controlplane.Config).
 	ServiceAccountAdmission bool
+	// MaxTokenExpiration is controlplane.Config's.
+	MaxTokenExpiration time.Duration
 	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
 	NodeNetNS func(node string) (string, bool)
 	// NodeAuthorizer runs the Node authorizer and NodeRestriction
@@ -114,6 +116,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		}},
 		Admission:               o.Admission,
 		ServiceAccountAdmission: o.ServiceAccountAdmission,
+		MaxTokenExpiration:      o.MaxTokenExpiration,
 		NodeAuthorizer:          o.NodeAuthorizer,
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
