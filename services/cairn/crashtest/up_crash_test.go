@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -75,10 +76,14 @@ func TestUpCrash(t *testing.T) {
 			u.Stop(t, syscall.SIGKILL)
 			early++
 		}
+		// The files of the starts before, killed or not: this start's
+		// replace them (endpoints.Write and the kubeconfig's writer rename
+		// a new file into place).
+		prevKubeconfig, prevEndpoints := statIfAny(filepath.Join(dir, "kubeconfig")), statIfAny(endpoints.Path(dir))
 		started := time.Now()
 		u := cairntest.StartUp(t, t, cfg)
 		if rc == nil {
-			rc = upConfig(t, u, started)
+			rc = upConfig(t, u, prevKubeconfig)
 		}
 		hc, err := rest.HTTPClientFor(rc)
 		if err != nil {
@@ -86,7 +91,7 @@ func TestUpCrash(t *testing.T) {
 		}
 		waitReadyz(t, u, hc, rc.Host+"/readyz")
 		r := restart{toReady: time.Since(started)}
-		ep := upEndpoints(t, u, started)
+		ep := upEndpoints(t, u, prevEndpoints)
 		r.toPublish = probe(t, rc, ep, fmt.Sprintf("probe-%d", i))
 		hc.CloseIdleConnections()
 		restarts = append(restarts, r)
@@ -115,9 +120,9 @@ func TestUpCrash(t *testing.T) {
 // upConfig is the admin's rest.Config of the `cairn up` u started at
 // started, from the kubeconfig it writes (the PKI, and so the
 // credentials, stay across restarts).
-func upConfig(t *testing.T, u *cairntest.Up, started time.Time) *rest.Config {
+func upConfig(t *testing.T, u *cairntest.Up, prev os.FileInfo) *rest.Config {
 	t.Helper()
-	waitFile(t, u, u.Kubeconfig(), started)
+	waitFile(t, u, u.Kubeconfig(), prev)
 	rc, err := clientcmd.BuildConfigFromFlags("", u.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
@@ -142,16 +147,27 @@ func waitReadyz(t *testing.T, u *cairntest.Up, hc *http.Client, url string) {
 	})
 }
 
-// waitFile waits until path was written at or after since (a file left by
-// the killed predecessor does not count).
-func waitFile(t *testing.T, u *cairntest.Up, path string, since time.Time) {
+// statIfAny is path's FileInfo, nil if there is no file.
+func statIfAny(path string) os.FileInfo {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	return fi
+}
+
+// waitFile waits until path is another file than prev, what the starts
+// before this one left (nil: none). A time check cannot tell: a start
+// killed before it was ready may have written the file a few milliseconds
+// before this one began (it once made the probe dial a dead NATS).
+func waitFile(t *testing.T, u *cairntest.Up, path string, prev os.FileInfo) {
 	t.Helper()
 	u.WaitReady(t, time.Minute, func() error {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return err
 		}
-		if fi.ModTime().Before(since.Add(-time.Second)) {
+		if prev != nil && os.SameFile(fi, prev) {
 			return fmt.Errorf("%s is the predecessor's", path)
 		}
 		return nil
@@ -159,10 +175,10 @@ func waitFile(t *testing.T, u *cairntest.Up, path string, since time.Time) {
 }
 
 // upEndpoints reads where this start's embedded etcd and NATS listen.
-func upEndpoints(t *testing.T, u *cairntest.Up, started time.Time) endpoints.Set {
+func upEndpoints(t *testing.T, u *cairntest.Up, prev os.FileInfo) endpoints.Set {
 	t.Helper()
 	path := endpoints.Path(u.DataDir)
-	waitFile(t, u, path, started)
+	waitFile(t, u, path, prev)
 	ep, err := endpoints.Read(path)
 	if err != nil {
 		t.Fatal(err)
