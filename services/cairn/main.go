@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"google.golang.org/grpc/grpclog"
 )
 
 // command is one subcommand: it parses its own flags from args and runs.
@@ -37,6 +39,10 @@ func commands() []command {
 }
 
 func main() {
+	// gRPC (containerd's CRI client, etcd's client) prints its connection
+	// retries to stderr as warnings, e.g. while the node's containerd is
+	// starting; cairn reports what fails itself. Only gRPC's errors stay.
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal the default action is restored, so a second
 	// one kills a process that is slow to stop.
