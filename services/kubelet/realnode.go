@@ -101,7 +101,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		ncfg.PodCIDR = ""
-		return errors.Join(err, node.Clean(cctx, ncfg, log))
+		cerr := node.Clean(cctx, ncfg, log)
+		if cerr != nil {
+			// Logged here too: a stop that cancelled ctx drops err.
+			log.Warn("stopping what a killed predecessor left on the node", "err", cerr)
+		}
+		return errors.Join(err, cerr)
 	}
 	if cfg.CoreDNSBinary != "" {
 		if ncfg.Images, err = (images.Options{CoreDNS: cfg.CoreDNSBinary}).Build(ctx, filepath.Join(ncfg.Dir, "images")); err != nil {

@@ -66,3 +66,41 @@ func TestStartAdoptsRunningContainerd(t *testing.T) {
 		t.Errorf("mounts left: %v", m)
 	}
 }
+
+// TestCancelledStartLeavesNamespaceToClean starts a node and abandons it
+// (its owner killed), then starts it again with a context already
+// cancelled, so that the second Start fails while it sets the namespace up,
+// before it knows the namespace is this node's. Clean afterwards must still
+// stop the abandoned containerd and delete the namespace the first Start
+// created.
+func TestCancelledStartLeavesNamespaceToClean(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := node.Config{Dir: t.TempDir(), NetNS: "cairn-t-" + hex.EncodeToString(b[:]), CreateNetNS: true, Images: nodetest.Images(t)}
+	first, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Stop(context.Background()) }) // only if the test fails early
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := node.Start(cancelled, cfg, nil); err == nil {
+		t.Fatal("Start with a cancelled context succeeded")
+	}
+	if _, err := os.Stat(first.NetNSPath()); err != nil {
+		t.Fatalf("namespace after the cancelled Start: %v", err)
+	}
+	if err := node.Clean(ctx, cfg, nil); err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(first.Pid())); err == nil {
+		t.Errorf("containerd %d still running after Clean", first.Pid())
+	}
+	if _, err := os.Stat(first.NetNSPath()); !os.IsNotExist(err) {
+		t.Errorf("namespace %s left after Clean (%v)", first.NetNSPath(), err)
+	}
+}

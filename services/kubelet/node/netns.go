@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cairn-dev/cairn/services/netns"
 )
@@ -57,12 +58,30 @@ func setLoUp(ctx context.Context, path string) error {
 	return nil
 }
 
+// deleteNetNS deletes the namespace, retrying a few times: `ip netns
+// delete` unmounts and then unlinks the file, and either can fail for a
+// moment while processes of the namespace are still exiting. A namespace
+// already gone is deleted.
 func deleteNetNS(ctx context.Context, path string) error {
-	out, err := exec.CommandContext(ctx, "ip", "netns", "delete", filepath.Base(path)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("node: ip netns delete %s: %w: %s", filepath.Base(path), err, strings.TrimSpace(string(out)))
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+		}
+		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
+			return nil
+		}
+		out, cerr := exec.CommandContext(ctx, "ip", "netns", "delete", filepath.Base(path)).CombinedOutput()
+		if cerr == nil {
+			return nil
+		}
+		err = fmt.Errorf("node: ip netns delete %s: %w: %s", filepath.Base(path), cerr, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return err
 }
 
 // dialIn and listenIn make their socket on a thread inside the namespace

@@ -79,7 +79,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err e
 		}
 		// Adopted or started here, it is this node's: a start that fails
 		// (or is cancelled, as by a clean stop) leaves nothing running.
-		_ = r.Stop(context.WithoutCancel(ctx))
+		if serr := r.Stop(context.WithoutCancel(ctx)); serr != nil {
+			r.log.Warn("stopping what a failed start left", "err", serr)
+		}
 	}()
 
 	if err := os.MkdirAll(r.l.sockDir, 0o711); err != nil {

@@ -103,7 +103,15 @@ func (r *Runtime) stop(ctx context.Context) error {
 		}
 	}
 	_ = os.Remove(r.l.pidFile)
-	_ = os.Remove(r.l.netnsMarker)
+	// The marker goes with its namespace, and only then: a Start stopped
+	// before it read the marker (cancelled while it set the namespace up)
+	// does not know the namespace is this node's, and a later Clean must
+	// still find it so.
+	if b, err := os.ReadFile(r.l.netnsMarker); err == nil {
+		if _, err := os.Stat(strings.TrimSpace(string(b))); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(r.l.netnsMarker)
+		}
+	}
 	return errors.Join(errs...)
 }
 
