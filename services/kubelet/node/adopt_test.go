@@ -21,18 +21,7 @@ import (
 // containerd, keep the container running untouched, and its Stop must
 // clean up everything, including the namespace the first Start created.
 func TestStartAdoptsRunningContainerd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	ctx := ctxT(t, 2*time.Minute)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	cfg := node.Config{Dir: t.TempDir(), NetNS: "cairn-t-" + hex.EncodeToString(b[:]), CreateNetNS: true, Images: nodetest.Images(t)}
-	first, err := node.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Stop(context.Background()) }) // only if the test fails early
+	ctx, cfg, first := startFirst(t)
 	p := runPod(ctx, t, first, podSpec{name: "survivor", command: []string{"sleep", "3600"}})
 	pid := containerPid(ctx, t, first, p.containerID)
 
@@ -74,18 +63,7 @@ func TestStartAdoptsRunningContainerd(t *testing.T) {
 // stop the abandoned containerd and delete the namespace the first Start
 // created.
 func TestCancelledStartLeavesNamespaceToClean(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	ctx := ctxT(t, 2*time.Minute)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	cfg := node.Config{Dir: t.TempDir(), NetNS: "cairn-t-" + hex.EncodeToString(b[:]), CreateNetNS: true, Images: nodetest.Images(t)}
-	first, err := node.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Stop(context.Background()) }) // only if the test fails early
+	ctx, cfg, first := startFirst(t)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := node.Start(cancelled, cfg, nil); err == nil {
@@ -103,4 +81,23 @@ func TestCancelledStartLeavesNamespaceToClean(t *testing.T) {
 	if _, err := os.Stat(first.NetNSPath()); !os.IsNotExist(err) {
 		t.Errorf("namespace %s left after Clean (%v)", first.NetNSPath(), err)
 	}
+}
+
+// startFirst starts a node in a namespace of its own (as root) for a test
+// that abandons it, as a killed owner would.
+func startFirst(t *testing.T) (context.Context, node.Config, *node.Runtime) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	cfg := node.Config{Dir: t.TempDir(), NetNS: "cairn-t-" + hex.EncodeToString(b[:]), CreateNetNS: true, Images: nodetest.Images(t)}
+	first, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Stop(context.Background()) }) // only if the test fails early
+	return ctx, cfg, first
 }
