@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -231,6 +232,9 @@ func New(cfg Config) (*Kubelet, error) {
 	}
 	k.dns.Warn = k.dnsWarning
 	k.workers = newWorkers(k)
+	if n, ok := cfg.Runtime.(container.Notifier); ok {
+		n.SetNotify(func(uid string) { k.workers.kickUID(types.UID(uid)) })
+	}
 	k.probes = newProber(k)
 	pods.AddHandler(consumer.Handler[*corev1.Pod]{
 		OnAdd:    func(p *corev1.Pod, ev *events.Event) { k.workers.update(p, nil, ev) },

@@ -3,6 +3,7 @@ package e2etest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -198,39 +199,8 @@ func benchHollow(b *testing.B, nodes, deployments, replicas int) {
 	env := controlplanetest.Start(b)
 	ctx := context.Background()
 	log := controlplanetest.Logger("E2E_BENCH_LOG")
-	ks, err := kubelet.NewHollow(kubelet.HollowConfig{RestConfig: env.Config, JS: env.JS, Nodes: nodes, NamePrefix: "h-", Log: log})
-	if err != nil {
-		b.Fatal(err)
-	}
 	setup := time.Now()
-	for _, k := range ks {
-		controlplanetest.Run(b, k)
-	}
-	for _, k := range ks {
-		if err := k.Pods().WaitForSync(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	poll(b, 5*time.Minute, "hollow nodes registered", func() error {
-		l, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(l.Items) != nodes {
-			return fmt.Errorf("%d/%d nodes", len(l.Items), nodes)
-		}
-		return nil
-	})
-	m, err := manager.New(manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	controlplanetest.Run(b, m)
-	s, err := scheduler.New(scheduler.Config{RestConfig: env.ConfigFor(controlplanetest.SchedulerToken), JS: env.JS, Log: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	controlplanetest.Run(b, s)
+	startHollowCluster(b, env, nodes, log)
 
 	// Every pod's creation and first Running, as committed on the log.
 	var mu sync.Mutex
@@ -326,6 +296,44 @@ func benchHollow(b *testing.B, nodes, deployments, replicas int) {
 	b.Logf("%d hollow nodes, %d deployments x %d: applied in %v, all %d Running after %v (%.0f pods/s); start-up latency p50 %v p99 %v max %v (load %s)",
 		nodes, deployments, replicas, applied.Round(time.Millisecond), pods, took.Round(time.Millisecond), rate,
 		quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1), loadavg())
+}
+
+// startHollowCluster runs nodes hollow nodes (h-0..), the controller-manager
+// and the scheduler on env, and waits for the nodes to register.
+func startHollowCluster(b *testing.B, env *controlplanetest.Env, nodes int, log *slog.Logger) {
+	ctx := context.Background()
+	ks, err := kubelet.NewHollow(kubelet.HollowConfig{RestConfig: env.Config, JS: env.JS, Nodes: nodes, NamePrefix: "h-", Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range ks {
+		controlplanetest.Run(b, k)
+	}
+	for _, k := range ks {
+		if err := k.Pods().WaitForSync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	poll(b, 5*time.Minute, "hollow nodes registered", func() error {
+		l, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != nodes {
+			return fmt.Errorf("%d/%d nodes", len(l.Items), nodes)
+		}
+		return nil
+	})
+	m, err := manager.New(manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	controlplanetest.Run(b, m)
+	s, err := scheduler.New(scheduler.Config{RestConfig: env.ConfigFor(controlplanetest.SchedulerToken), JS: env.JS, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	controlplanetest.Run(b, s)
 }
 
 func hollowDeployment(name string, replicas int32) *appsv1.Deployment {

@@ -210,6 +210,16 @@ type ContainerConfig struct {
 	Annotations map[string]string
 }
 
+// Notifier is a Runtime that reports a container changing state on its
+// own (exiting), as CRI's container events do for kube's evented PLEG: the
+// kubelet then syncs that pod at once rather than at its next relist, which
+// it still runs.
+type Notifier interface {
+	// SetNotify sets the function called with the pod's UID after one of
+	// its containers changed state; it must not block.
+	SetNotify(func(podUID string))
+}
+
 // EnvVar is one environment variable.
 type EnvVar struct{ Name, Value string }
 

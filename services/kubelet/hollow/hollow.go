@@ -35,9 +35,56 @@ type Runtime struct {
 	nextIP     netip.Addr
 	sandboxes  map[string]*container.Sandbox
 	containers map[string]*container.Container
+	// plans are the sandboxes whose pod asked its containers to exit on
+	// their own (AnnotationExitAfter).
+	plans  map[string]exitPlan
+	notify func(podUID string)
 }
 
-var _ container.Runtime = (*Runtime)(nil)
+// Annotations of a pod that make its hollow containers exit on their own,
+// so that Jobs complete (or fail) on hollow nodes as KWOK's stages make
+// them: every container of the pod exits AnnotationExitAfter (a Go
+// duration, "0s" at once) after it starts, with AnnotationExitCode (0 when
+// absent: reason Completed; else reason Error). Values that do not parse
+// are ignored: the containers run until stopped, as without them.
+const (
+	AnnotationExitAfter = "hollow.cairn.dev/exit-after"
+	AnnotationExitCode  = "hollow.cairn.dev/exit-code"
+)
+
+type exitPlan struct {
+	after time.Duration
+	code  int32
+}
+
+func planFor(annotations map[string]string) (exitPlan, bool) {
+	after, err := time.ParseDuration(annotations[AnnotationExitAfter])
+	if err != nil || after < 0 {
+		return exitPlan{}, false
+	}
+	p := exitPlan{after: after}
+	if v, ok := annotations[AnnotationExitCode]; ok {
+		code, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return exitPlan{}, false
+		}
+		p.code = int32(code)
+	}
+	return p, true
+}
+
+var (
+	_ container.Runtime  = (*Runtime)(nil)
+	_ container.Notifier = (*Runtime)(nil)
+)
+
+// SetNotify implements container.Notifier: f hears of containers that
+// exit on their own (AnnotationExitAfter).
+func (r *Runtime) SetNotify(f func(podUID string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notify = f
+}
 
 // New returns a hollow runtime.
 func New(cfg Config) (*Runtime, error) {
@@ -47,7 +94,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = "10.244.0.0/24"
 	}
-	r := &Runtime{cfg: cfg, sandboxes: map[string]*container.Sandbox{}, containers: map[string]*container.Container{}}
+	r := &Runtime{cfg: cfg, sandboxes: map[string]*container.Sandbox{}, containers: map[string]*container.Container{}, plans: map[string]exitPlan{}}
 	if err := r.setCIDR(cfg.PodCIDR); err != nil {
 		return nil, fmt.Errorf("hollow: new: %w", err)
 	}
@@ -98,6 +145,9 @@ func (r *Runtime) RunSandbox(ctx context.Context, cfg *container.SandboxConfig) 
 		ID: id, PodUID: cfg.PodUID, Name: cfg.Name, Namespace: cfg.Namespace, Attempt: cfg.Attempt,
 		State: container.SandboxReady, IPs: []string{ip.String()}, CreatedAt: r.cfg.Clock(),
 	}
+	if p, ok := planFor(cfg.Annotations); ok {
+		r.plans[id] = p
+	}
 	return id, nil
 }
 
@@ -126,6 +176,7 @@ func (r *Runtime) RemoveSandbox(_ context.Context, id string) error {
 		return fmt.Errorf("hollow: remove sandbox %s: %w", id, container.ErrNotFound)
 	}
 	delete(r.sandboxes, id)
+	delete(r.plans, id)
 	for cid, c := range r.containers {
 		if c.SandboxID == id {
 			delete(r.containers, cid)
@@ -175,7 +226,31 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 		return fmt.Errorf("hollow: start container %s: state %s", id, c.State)
 	}
 	c.State, c.StartedAt = container.StateRunning, r.cfg.Clock()
+	if p, ok := r.plans[c.SandboxID]; ok {
+		time.AfterFunc(p.after, func() { r.exitOnItsOwn(id, p.code) })
+	}
 	return nil
+}
+
+// exitOnItsOwn ends a running container as its process exiting would, and
+// tells the notify function.
+func (r *Runtime) exitOnItsOwn(id string, code int32) {
+	r.mu.Lock()
+	c, ok := r.containers[id]
+	if !ok || c.State != container.StateRunning {
+		r.mu.Unlock()
+		return
+	}
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	r.exit(c, code, reason)
+	uid, notify := c.PodUID, r.notify
+	r.mu.Unlock()
+	if notify != nil {
+		notify(uid)
+	}
 }
 
 // StopContainer implements container.Runtime: the container exits at once,
