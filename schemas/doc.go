@@ -8,10 +8,12 @@
 //
 // NewRegistry builds a Registry holding one Resource per served resource:
 //
-//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, serviceaccounts, services, endpoints
+//	core/v1                 namespaces, pods, nodes, events, configmaps, secrets, serviceaccounts, services, endpoints,
+//	                        persistentvolumes, persistentvolumeclaims
 //	apps/v1                 controllerrevisions, daemonsets, deployments, replicasets, statefulsets
 //	batch/v1                cronjobs, jobs
 //	policy/v1               poddisruptionbudgets
+//	storage.k8s.io/v1       csidrivers, csinodes, storageclasses, volumeattachments (storage.go)
 //	scheduling.k8s.io/v1    priorityclasses
 //	coordination.k8s.io/v1  leases
 //	discovery.k8s.io/v1     endpointslices

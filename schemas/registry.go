@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,7 +49,7 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// batch 17400, policy 17100, rbac.authorization.k8s.io 17000, admissionregistration.k8s.io 16700,
+// batch 17400, policy 17100, rbac.authorization.k8s.io 17000, storage.k8s.io 16800, admissionregistration.k8s.io 16700,
 // apiextensions.k8s.io 16700, scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
 // 16200).
 var (
@@ -75,7 +76,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvStorage, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -85,6 +86,8 @@ func NewRegistry(opts ...Option) *Registry {
 		eventResource(r.clock),
 		namespaceResource(r.clock),
 		nodeResource(r.clock),
+		persistentVolumeClaimResource(r.clock),
+		persistentVolumeResource(r.clock),
 		podResource(r.clock),
 		secretResource(r.clock),
 		serviceAccountResource(r.clock),
@@ -97,7 +100,7 @@ func NewRegistry(opts ...Option) *Registry {
 		cronJobResource(r.clock),
 		jobResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
-	}, rbacResources(r.clock), admissionRegistrationResources(r.clock), []*Resource{
+	}, rbacResources(r.clock), storageResources(r.clock), admissionRegistrationResources(r.clock), []*Resource{
 		customResourceDefinitionResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
@@ -164,6 +167,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(batchv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(rbacv1.AddToScheme(s))
+	utilruntime.Must(storagev1.AddToScheme(s))
 	utilruntime.Must(admissionregistrationv1.AddToScheme(s))
 	utilruntime.Must(schedulingv1.AddToScheme(s))
 	utilruntime.Must(coordinationv1.AddToScheme(s))

@@ -29,6 +29,12 @@ func TestRegistryLookup(t *testing.T) {
 		{"", "v1", "serviceaccounts", "ServiceAccount", true, []string{"sa"}, nil, []string{"token"}},
 		{"", "v1", "services", "Service", true, []string{"svc"}, []string{"all"}, []string{"status"}},
 		{"", "v1", "endpoints", "Endpoints", true, []string{"ep"}, nil, nil},
+		{"", "v1", "persistentvolumes", "PersistentVolume", false, []string{"pv"}, nil, []string{"status"}},
+		{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, []string{"pvc"}, nil, []string{"status"}},
+		{"storage.k8s.io", "v1", "storageclasses", "StorageClass", false, []string{"sc"}, nil, nil},
+		{"storage.k8s.io", "v1", "csidrivers", "CSIDriver", false, nil, nil, nil},
+		{"storage.k8s.io", "v1", "csinodes", "CSINode", false, nil, nil, nil},
+		{"storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", false, nil, nil, []string{"status"}},
 		{"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, nil, nil, nil},
 		{"apps", "v1", "deployments", "Deployment", true, []string{"deploy"}, []string{"all"}, []string{"status", "scale"}},
 		{"apps", "v1", "replicasets", "ReplicaSet", true, []string{"rs"}, []string{"all"}, []string{"status", "scale"}},
@@ -92,7 +98,7 @@ func TestRegistryOrder(t *testing.T) {
 	r := testRegistry()
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "policy", Version: "v1"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "admissionregistration.k8s.io", Version: "v1"}, {Group: "apiextensions.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "storage.k8s.io", Version: "v1"}, {Group: "admissionregistration.k8s.io", Version: "v1"}, {Group: "apiextensions.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
 		{Group: "discovery.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
@@ -102,8 +108,8 @@ func TestRegistryOrder(t *testing.T) {
 	for _, res := range r.All() {
 		plurals = append(plurals, res.Plural)
 	}
-	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
-		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
+	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "poddisruptionbudgets",
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "csidrivers", "csinodes", "storageclasses", "volumeattachments", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

@@ -719,19 +719,8 @@ func validateLifecycle(l *corev1.Lifecycle, fldPath *field.Path) field.ErrorList
 
 // validateHandler checks that exactly one handler is set and validates it.
 func validateHandler(exec *corev1.ExecAction, httpGet *corev1.HTTPGetAction, tcp *corev1.TCPSocketAction, grpc *corev1.GRPCAction, sleep *corev1.SleepAction, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	n := 0
-	one := func(set bool, name string, validate func(*field.Path) field.ErrorList) {
-		if !set {
-			return
-		}
-		if n > 0 {
-			errs = append(errs, field.Forbidden(fldPath.Child(name), "may not specify more than 1 handler type"))
-			return
-		}
-		n++
-		errs = append(errs, validate(fldPath.Child(name))...)
-	}
+	o := &oneOf{path: fldPath, what: "handler type"}
+	one := o.add
 	one(exec != nil, "exec", func(p *field.Path) field.ErrorList {
 		if len(exec.Command) == 0 {
 			return field.ErrorList{field.Required(p.Child("command"), "")}
@@ -770,10 +759,7 @@ func validateHandler(exec *corev1.ExecAction, httpGet *corev1.HTTPGetAction, tcp
 		}
 		return nil
 	})
-	if n == 0 {
-		errs = append(errs, field.Required(fldPath, "must specify a handler type"))
-	}
-	return errs
+	return o.result()
 }
 
 func validatePortNumOrName(port intstr.IntOrString, fldPath *field.Path) field.ErrorList {

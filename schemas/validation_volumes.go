@@ -43,24 +43,46 @@ func validateVolumes(vols []corev1.Volume, fldPath *field.Path) (map[string]core
 	return created, errs
 }
 
+// oneOf checks that exactly one of several fields is set, as kube's
+// validation of volume sources and probe handlers does: each set field
+// after the first is Forbidden with "may not specify more than 1 <what>",
+// the first is validated, and none set is Required with "must specify a
+// <what>".
+type oneOf struct {
+	path *field.Path
+	what string
+	n    int
+	errs field.ErrorList
+}
+
+// add counts the field name if set and runs validate (may be nil) on it.
+func (o *oneOf) add(set bool, name string, validate func(*field.Path) field.ErrorList) {
+	if !set {
+		return
+	}
+	if o.n > 0 {
+		o.errs = append(o.errs, field.Forbidden(o.path.Child(name), "may not specify more than 1 "+o.what))
+		return
+	}
+	o.n++
+	if validate != nil {
+		o.errs = append(o.errs, validate(o.path.Child(name))...)
+	}
+}
+
+// result returns the errors, with the Required one when nothing was set.
+func (o *oneOf) result() field.ErrorList {
+	if o.n == 0 {
+		return append(o.errs, field.Required(o.path, "must specify a "+o.what))
+	}
+	return o.errs
+}
+
 // validateVolumeSource checks that exactly one source is set, in the order
 // kube checks them, and validates the sources kube validates most often.
 func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	n := 0
-	one := func(set bool, name string, validate func(*field.Path) field.ErrorList) {
-		if !set {
-			return
-		}
-		if n > 0 {
-			errs = append(errs, field.Forbidden(fldPath.Child(name), "may not specify more than 1 volume type"))
-			return
-		}
-		n++
-		if validate != nil {
-			errs = append(errs, validate(fldPath.Child(name))...)
-		}
-	}
+	o := &oneOf{path: fldPath, what: "volume type"}
+	one := o.add
 	one(src.EmptyDir != nil, "emptyDir", func(p *field.Path) field.ErrorList {
 		if src.EmptyDir.SizeLimit != nil && src.EmptyDir.SizeLimit.Cmp(resource.Quantity{}) < 0 {
 			return field.ErrorList{field.Forbidden(p.Child("sizeLimit"), "SizeLimit field must be a valid resource quantity")}
@@ -128,10 +150,7 @@ func validateVolumeSource(src *corev1.VolumeSource, fldPath *field.Path) field.E
 		}
 		return append(e, validateProjection(src.ConfigMap.DefaultMode, src.ConfigMap.Items, p)...)
 	})
-	if n == 0 {
-		errs = append(errs, field.Required(fldPath, "must specify a volume type"))
-	}
-	return errs
+	return o.result()
 }
 
 func validateFileMode(mode *int32, fldPath *field.Path) field.ErrorList {
@@ -328,10 +347,10 @@ func validatePodStatusUpdate(pod, old *corev1.Pod) field.ErrorList {
 	return errs
 }
 
-// specDiff renders what changed between two pod specs, as lines of their
+// specDiff renders what changed between two specs, as lines of their
 // indented JSON prefixed with "-" (old) and "+" (new). kube prints a go-cmp
 // diff here; clients only read the message before it.
-func specDiff(old, updated corev1.PodSpec) string {
+func specDiff(old, updated any) string {
 	a, errA := json.MarshalIndent(old, "", "  ")
 	b, errB := json.MarshalIndent(updated, "", "  ")
 	if errA != nil || errB != nil {

@@ -306,45 +306,10 @@ var (
 	claimVolumeModes = []string{string(corev1.PersistentVolumeBlock), string(corev1.PersistentVolumeFilesystem)}
 )
 
-// validateClaimTemplateSpec is the part of ValidatePersistentVolumeClaimSpec
-// a claim template needs: access modes, a positive storage request, the
-// selector, the storage class name and the volume mode.
+// validateClaimTemplateSpec validates a claim template's spec as
+// ValidatePersistentVolumeClaimSpec does.
 func validateClaimTemplateSpec(s *corev1.PersistentVolumeClaimSpec, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	modesPath := fldPath.Child("accessModes")
-	if len(s.AccessModes) == 0 {
-		errs = append(errs, field.Required(modesPath, "at least 1 access mode is required"))
-	}
-	if s.Selector != nil {
-		errs = append(errs, metav1validation.ValidateLabelSelector(s.Selector, metav1validation.LabelSelectorValidationOptions{}, fldPath.Child("selector"))...)
-	}
-	var rwop, other bool
-	for _, m := range s.AccessModes {
-		switch {
-		case !slices.Contains(claimAccessModes, string(m)):
-			errs = append(errs, field.NotSupported(modesPath, m, claimAccessModes))
-		case m == corev1.ReadWriteOncePod:
-			rwop = true
-		default:
-			other = true
-		}
-	}
-	if rwop && other {
-		errs = append(errs, field.Forbidden(modesPath, "may not use ReadWriteOncePod with other access modes"))
-	}
-	storagePath := fldPath.Child("resources").Key(string(corev1.ResourceStorage))
-	if q, ok := s.Resources.Requests[corev1.ResourceStorage]; !ok {
-		errs = append(errs, field.Required(storagePath, ""))
-	} else if q.Sign() <= 0 {
-		errs = append(errs, field.Invalid(storagePath, q.String(), "must be greater than zero"))
-	}
-	if c := s.StorageClassName; c != nil && *c != "" {
-		errs = append(errs, validateNameWith(apivalidation.NameIsDNSSubdomain, *c, fldPath.Child("storageClassName"))...)
-	}
-	if m := s.VolumeMode; m != nil && !slices.Contains(claimVolumeModes, string(*m)) {
-		errs = append(errs, field.NotSupported(fldPath.Child("volumeMode"), *m, claimVolumeModes))
-	}
-	return errs
+	return validatePersistentVolumeClaimSpec(s, fldPath)
 }
 
 func validateStatefulSetUpdateStrategy(s *appsv1.StatefulSetUpdateStrategy, fldPath *field.Path) field.ErrorList {
