@@ -27,6 +27,7 @@ func commands() []command {
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
 		{"kubelet", "run a node: real pods on containerd (--runtime cri) or many hollow nodes (--runtime hollow)", runKubelet},
 		{"proxy", "run a node's service proxy (nftables in the node's network namespace, from Services and EndpointSlices)", runProxy},
+		{"csi-hostpath", "run the CSI driver hostpath.csi.cairn.dev (volumes are directories of the node) on a unix socket", runCSIHostpath},
 		{"coredns", "run CoreDNS, the cluster DNS (the image cairn.local/coredns runs it)", runCoreDNS},
 		{"timeline", "the life of an object and its causal chain, from the log", runTimeline},
 		{"audit", "who changed what, and when", runAudit},
