@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
+	"github.com/cairn-dev/cairn/services/controllers/ephemeral"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/job"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
@@ -111,6 +112,7 @@ var Controllers = []controller{
 	{"pvc-protection", func(m mgr, c Config) error {
 		return ok(pvcprotection.New(m, pvcprotection.Options{Workers: c.Workers}))
 	}},
+	{"ephemeral-volume", func(m mgr, c Config) error { return ok(ephemeral.New(m, ephemeral.Options{Workers: c.Workers})) }},
 	{"pv-protection", func(m mgr, c Config) error { return ok(pvprotection.New(m, pvprotection.Options{})) }},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))

@@ -182,16 +182,12 @@ func PodUsesClaim(pod *corev1.Pod, pvc *corev1.PersistentVolumeClaim) bool {
 		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name {
 			return true
 		}
-		if v.Ephemeral != nil && !podIsShutDown(pod) && EphemeralClaimName(pod, v) == pvc.Name && metav1.IsControlledBy(pvc, pod) {
+		if v.Ephemeral != nil && !podIsShutDown(pod) && schemas.EphemeralClaimName(pod, v) == pvc.Name && metav1.IsControlledBy(pvc, pod) {
 			return true
 		}
 	}
 	return false
 }
-
-// EphemeralClaimName is the name of the claim of a generic ephemeral
-// volume: POD-VOLUME (component-helpers' ephemeral.VolumeClaimName).
-func EphemeralClaimName(pod *corev1.Pod, v *corev1.Volume) string { return pod.Name + "-" + v.Name }
 
 // claimKeys are the keys of the claims pod's volumes name.
 func claimKeys(pod *corev1.Pod) []string {
@@ -202,7 +198,7 @@ func claimKeys(pod *corev1.Pod) []string {
 		case v.PersistentVolumeClaim != nil:
 			keys = append(keys, consumer.Key(pod.Namespace, v.PersistentVolumeClaim.ClaimName))
 		case v.Ephemeral != nil:
-			keys = append(keys, consumer.Key(pod.Namespace, EphemeralClaimName(pod, v)))
+			keys = append(keys, consumer.Key(pod.Namespace, schemas.EphemeralClaimName(pod, v)))
 		}
 	}
 	return keys
