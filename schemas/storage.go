@@ -299,3 +299,7 @@ func prepareVolumeAttachmentStatusUpdate(va, old *storagev1.VolumeAttachment) {
 	va.OwnerReferences = old.OwnerReferences
 	va.ManagedFields = old.ManagedFields
 }
+
+// EphemeralClaimName is the name of the claim of a pod's generic
+// ephemeral volume: POD-VOLUME (component-helpers' ephemeral.VolumeClaimName).
+func EphemeralClaimName(pod *corev1.Pod, v *corev1.Volume) string { return pod.Name + "-" + v.Name }

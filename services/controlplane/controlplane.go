@@ -33,6 +33,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
+	"github.com/cairn-dev/cairn/services/apiserver/volumeadmission"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
 	"github.com/cairn-dev/cairn/services/apiserver/webhook"
 	"github.com/cairn-dev/cairn/services/embedded"
@@ -254,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cp.Webhooks = wh
 	nodes := cp.newNodeAuthz(cfg)
+	classes := volumeadmission.NewClasses(cp.Store, cp.Hub, cfg.Log.With("component", "storageclass-cache"))
 	authn := cfg.Authenticator
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
@@ -266,7 +268,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Hub:                cp.Hub,
 		Authenticator:      apiserver.Authenticators{az.lb, sa.authn, authn},
 		Authorizer:         cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
-		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), cfg.Admission),
+		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), volumeadmission.Plugins(classes), cfg.Admission),
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		Webhooks:           wh,
@@ -305,6 +307,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := nodes.start(ctx, cp, az); err != nil {
+		return nil, err
+	}
+	cp.goRun("storageclass cache", classes.Run)
+	if err := classes.WaitForSync(ctx); err != nil {
 		return nil, err
 	}
 	// The repair loop is idempotent: every apiserver runs it.

@@ -22,7 +22,8 @@ type Key = [2]string
 // Config is what a cache is built from. Resource, Decode, Store and Hub
 // are required.
 type Config[T any] struct {
-	// Resource is the core/v1 plural.
+	// Group is the API group ("" for core/v1) and Resource the plural.
+	Group    string
 	Resource string
 	// Decode turns a stored object into its key and the value kept.
 	Decode func(raw []byte) (Key, T, error)
@@ -85,7 +86,7 @@ func (c *Cache[T]) snapshot(ctx context.Context) (events.Revision, error) {
 	fresh := map[Key]T{}
 	opts := storage.ListOptions{Limit: 500}
 	for {
-		page, err := c.cfg.Store.List(ctx, storage.Key("", c.cfg.Resource, "", ""), opts)
+		page, err := c.cfg.Store.List(ctx, storage.Key(c.cfg.Group, c.cfg.Resource, "", ""), opts)
 		if err != nil {
 			return 0, fmt.Errorf("objcache: snapshot %s: %w", c.cfg.Resource, err)
 		}
@@ -113,7 +114,7 @@ func (c *Cache[T]) snapshot(ctx context.Context) (events.Revision, error) {
 }
 
 func (c *Cache[T]) follow(ctx context.Context, rev events.Revision) error {
-	w, err := c.cfg.Hub.Watch(ctx, watchhub.Request{Group: "", Resource: c.cfg.Resource, From: rev})
+	w, err := c.cfg.Hub.Watch(ctx, watchhub.Request{Group: c.cfg.Group, Resource: c.cfg.Resource, From: rev})
 	if err != nil {
 		return fmt.Errorf("objcache: watch %s: %w", c.cfg.Resource, err)
 	}
@@ -181,9 +182,9 @@ func (c *Cache[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 		return v, nil
 	}
 	var zero T
-	kv, err := c.cfg.Store.Get(ctx, storage.Key("", c.cfg.Resource, namespace, name))
+	kv, err := c.cfg.Store.Get(ctx, storage.Key(c.cfg.Group, c.cfg.Resource, namespace, name))
 	if errors.Is(err, storage.ErrNotFound) {
-		return zero, apierrors.NewNotFound(schema.GroupResource{Resource: c.cfg.Resource}, name)
+		return zero, apierrors.NewNotFound(schema.GroupResource{Group: c.cfg.Group, Resource: c.cfg.Resource}, name)
 	}
 	if err != nil {
 		return zero, err

@@ -17,11 +17,14 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
+	"github.com/cairn-dev/cairn/services/controllers/ephemeral"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/job"
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
+	"github.com/cairn-dev/cairn/services/controllers/pvcprotection"
+	"github.com/cairn-dev/cairn/services/controllers/pvprotection"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 	"github.com/cairn-dev/cairn/services/controllers/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controllers/statefulset"
@@ -106,6 +109,11 @@ var Controllers = []controller{
 	{"serviceaccount", func(m mgr, c Config) error {
 		return ok(serviceaccount.New(m, serviceaccount.Options{Workers: c.Workers, KeyDir: c.ServiceAccountKeyDir}))
 	}},
+	{"pvc-protection", func(m mgr, c Config) error {
+		return ok(pvcprotection.New(m, pvcprotection.Options{Workers: c.Workers}))
+	}},
+	{"ephemeral-volume", func(m mgr, c Config) error { return ok(ephemeral.New(m, ephemeral.Options{Workers: c.Workers})) }},
+	{"pv-protection", func(m mgr, c Config) error { return ok(pvprotection.New(m, pvprotection.Options{})) }},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},

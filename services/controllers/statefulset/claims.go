@@ -4,87 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 )
 
 // This file is the PersistentVolumeClaim step of kube's pod control
-// (createPersistentVolumeClaims), kept apart from the rest: cairn does not
-// serve persistentvolumeclaims yet. While discovery does not list them, a
-// set with volumeClaimTemplates gets its pods (whose volumes name the
-// claims NAME-SET-ORDINAL) and the step is skipped with a logged reason.
-// See the TODO in doc.go.
-
-// claimsRecheck is how long the answer of discovery is kept.
-const claimsRecheck = 30 * time.Second
-
-// claimsAPI remembers whether the apiserver serves persistentvolumeclaims.
-type claimsAPI struct {
-	disco discovery.DiscoveryInterface
-
-	mu      sync.Mutex
-	served  bool
-	checked time.Time
-	logged  map[string]bool // sets whose skip was logged
-}
-
-// isServed reports whether core/v1 persistentvolumeclaims is served,
-// asking discovery at most every claimsRecheck.
-func (a *claimsAPI) isServed(now time.Time) (bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.checked.IsZero() && now.Sub(a.checked) < claimsRecheck {
-		return a.served, nil
-	}
-	list, err := a.disco.ServerResourcesForGroupVersion("v1")
-	if err != nil {
-		return false, fmt.Errorf("statefulset: discovery of v1: %w", err)
-	}
-	a.served, a.checked = false, now
-	for _, r := range list.APIResources {
-		if r.Name == "persistentvolumeclaims" {
-			a.served = true
-		}
-	}
-	return a.served, nil
-}
-
-// skipLogged reports whether the skip for key was logged already, and
-// marks it.
-func (a *claimsAPI) skipLogged(key string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.logged == nil {
-		a.logged = map[string]bool{}
-	}
-	done := a.logged[key]
-	a.logged[key] = true
-	return done
-}
+// (createPersistentVolumeClaims, PodClaimIsStale); the retention policy's
+// owner references are in retention.go.
 
 // ensureClaims creates the claims of pod that do not exist (kube's
-// createPersistentVolumeClaims). A set without claim templates has
-// nothing to do; while the API does not serve claims the step is skipped
-// (logged once per set).
+// createPersistentVolumeClaims), with the owner references of the set's
+// retention policy. A set without claim templates has nothing to do.
 func (c *Controller) ensureClaims(ctx context.Context, set *appsv1.StatefulSet, pod *corev1.Pod) error {
 	if len(set.Spec.VolumeClaimTemplates) == 0 {
-		return nil
-	}
-	served, err := c.claims.isServed(c.now())
-	if err != nil {
-		return err
-	}
-	if !served {
-		if key := set.Namespace + "/" + set.Name; !c.claims.skipLogged(key) {
-			c.log.Info("volumeClaimTemplates skipped: the apiserver does not serve persistentvolumeclaims",
-				"key", key, "templates", len(set.Spec.VolumeClaimTemplates))
-		}
 		return nil
 	}
 	api := c.client.CoreV1().PersistentVolumeClaims(set.Namespace)
@@ -93,6 +28,7 @@ func (c *Controller) ensureClaims(ctx context.Context, set *appsv1.StatefulSet, 
 		got, err := api.Get(ctx, claim.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			updateClaimOwnerRefs(&claim, set, pod)
 			_, err := api.Create(ctx, &claim, metav1.CreateOptions{})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("failed to create PVC %s: %w", claim.Name, err))
@@ -108,6 +44,21 @@ func (c *Controller) ensureClaims(ctx context.Context, set *appsv1.StatefulSet, 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// claimIsStale is kube's PodClaimIsStale: when scaled-down claims are
+// deleted, a pod is not created while one of its claims is still being
+// deleted (it would come back with the old data, then lose it).
+func (c *Controller) claimIsStale(set *appsv1.StatefulSet, pod *corev1.Pod) bool {
+	if retentionPolicy(set).WhenScaled == appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		return false
+	}
+	for _, claim := range claimsFor(set, pod) {
+		if got, ok := c.pvcs.Get(set.Namespace, claim.Name); ok && got.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // claimEvent records a claim create as kube does.

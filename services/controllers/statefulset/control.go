@@ -104,8 +104,17 @@ func (r *round) run(ctx context.Context, pods []*corev1.Pod, collisionCount int3
 		recount()
 		return status, err
 	}
-	// TODO(claims): the retention policy's owner references on the claims
-	// of condemned pods (kube's fixPodClaim) lands with the claims.
+	// The retention policy's owner references on the claims of condemned
+	// pods (kube's fixPodClaim), before they go.
+	if len(set.Spec.VolumeClaimTemplates) > 0 {
+		if exit, err := runForAll(condemned, func(i int) (bool, error) {
+			err := r.c.fixClaims(ctx, set, condemned[i])
+			return err != nil, err
+		}, monotonic); exit || err != nil {
+			recount()
+			return status, err
+		}
+	}
 	if exit, err := runForAll(condemned, func(i int) (bool, error) {
 		return r.processCondemned(ctx, firstUnavailable, monotonic, condemned, i)
 	}, monotonic); exit || err != nil {
@@ -171,8 +180,10 @@ func (r *round) processReplica(ctx context.Context, monotonic bool, replicas []*
 		return true, nil
 	}
 	if !isCreated(pod) {
-		// TODO(claims): kube's PodClaimIsStale (a claim being deleted
-		// blocks the create) lands with the claims.
+		if r.c.claimIsStale(r.set, pod) {
+			log.Debug("waiting for a claim being deleted", "pod", pod.Name)
+			return true, nil
+		}
 		if err := r.c.createPod(ctx, r.set, pod); err != nil {
 			return true, err
 		}
@@ -182,6 +193,11 @@ func (r *round) processReplica(ctx context.Context, monotonic bool, replicas []*
 	}
 	if isPending(pod) {
 		if err := r.c.ensureClaims(ctx, r.set, pod); err != nil {
+			return true, err
+		}
+	}
+	if isCreated(pod) && len(r.set.Spec.VolumeClaimTemplates) > 0 {
+		if err := r.c.fixClaims(ctx, r.set, pod); err != nil {
 			return true, err
 		}
 	}

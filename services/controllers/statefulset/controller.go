@@ -58,7 +58,9 @@ type Controller struct {
 	history  history.Interface
 	ctrl     *consumer.Controller
 	recorder *eventrecord.Recorder
-	claims   *claimsAPI
+	// pvcs are the claims, for the retention policy (not Partitioned:
+	// a set's claims have no controller).
+	pvcs *consumer.Cache[*corev1.PersistentVolumeClaim]
 	// written is the status writes the set cache has not shown yet;
 	// revsWritten the revision writes the revision cache has not.
 	written, revsWritten *writes.Tracker
@@ -88,6 +90,10 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statefulset: new: %w", err)
 	}
+	pvcs, err := consumer.CacheFor[*corev1.PersistentVolumeClaim](m, corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"))
+	if err != nil {
+		return nil, fmt.Errorf("statefulset: new: %w", err)
+	}
 	revs, err := history.CacheFor(m)
 	if err != nil {
 		return nil, fmt.Errorf("statefulset: new: %w", err)
@@ -95,12 +101,12 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 	c := &Controller{
 		log: log, now: opts.Clock, client: m.Client(),
 		sets: sets, pods: pods, revs: revs, history: history.New(m.Client(), revs),
-		recorder: recorder, claims: &claimsAPI{disco: m.Discovery()},
+		recorder: recorder, pvcs: pvcs,
 		written: writes.New(), revsWritten: writes.New(),
 	}
 	c.ctrl, err = m.NewController(consumer.ControllerConfig{
 		Name: Name, Reconciler: c, Workers: opts.Workers,
-		WaitFor: []consumer.Syncer{sets, pods, revs},
+		WaitFor: []consumer.Syncer{sets, pods, revs, pvcs},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("statefulset: new: %w", err)

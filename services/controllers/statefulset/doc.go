@@ -86,17 +86,16 @@
 //
 // # volumeClaimTemplates
 //
-// TODO(claims): cairn does not serve persistentvolumeclaims yet. The
-// claim step (ensureClaims, in claims.go) asks discovery whether core/v1
-// persistentvolumeclaims is served (every 30 s); until it is, a set with
-// volumeClaimTemplates gets its pods, whose volumes name the claims
-// TEMPLATE-NAME-ORDINAL, and the step is skipped with one log line per
-// set. Once the storage issue serves claims, the same step creates the
-// missing claims before each pod (kube's createPersistentVolumeClaims,
-// Events "create Claim ... success"). Still to port then, marked
-// TODO(claims) in the code: persistentVolumeClaimRetentionPolicy (owner
-// references on claims, kube's ClaimsMatchRetentionPolicy and
-// UpdatePodClaimForRetentionPolicy), and holding back the create of a pod
-// whose claim is being deleted (PodClaimIsStale); and a claim cache in
-// place of the live GET.
+// Before each pod the set creates the claims its templates make
+// (TEMPLATE-NAME-ORDINAL, labelled with the set's selector; kube's
+// createPersistentVolumeClaims, Events "create Claim ... success"), and
+// the pod's volumes name them; a recreated pod finds its claims again.
+// persistentVolumeClaimRetentionPolicy (retention.go) is kept as owner
+// references, as kube's: whenDeleted Delete makes the set an owner of the
+// claims of the ordinals it keeps, whenScaled Delete makes a condemned
+// pod the owner of its claims (set before the pod is deleted), and the
+// garbage collector does the deleting. With whenScaled Delete, a pod is
+// not created while one of its claims is still being deleted (kube's
+// PodClaimIsStale). Claims are read from a shared, not partitioned, claim
+// cache, except the create step's live GET.
 package statefulset

@@ -167,7 +167,7 @@ func TestParallel(t *testing.T) {
 
 	t.Run("immutable fields", func(t *testing.T) { testValidation(t, w) })
 	t.Run("minReadySeconds", func(t *testing.T) { testMinReady(t, w) })
-	t.Run("volumeClaimTemplates without claims served", func(t *testing.T) { testClaimsSkipped(t, w) })
+	t.Run("volumeClaimTemplates", func(t *testing.T) { testClaims(t, w) })
 	t.Run("adoption", func(t *testing.T) { testAdoption(t, w) })
 }
 
@@ -211,29 +211,92 @@ func testAdoption(t *testing.T, w *world) {
 	}
 }
 
-// testClaimsSkipped: while the apiserver does not serve
-// persistentvolumeclaims, a set with volumeClaimTemplates still gets its
-// pods, each mounting the claim of its ordinal (the claim step is
-// skipped, see doc.go).
-func testClaimsSkipped(t *testing.T, w *world) {
+// testClaims: a set with volumeClaimTemplates gets a claim
+// TEMPLATE-SET-ORDINAL per pod, made before the pod, labelled with the
+// set's selector, named by the pod's volume and kept when the pod is
+// recreated. persistentVolumeClaimRetentionPolicy Delete/Delete makes the
+// set an owner of the claims it keeps, and the pod of a scaled-down
+// ordinal the owner of its claims instead (the garbage collector then
+// deletes them with it); the default Retain leaves claims without owners.
+func testClaims(t *testing.T, w *world) {
 	const ns = "claims"
+	ctx := context.Background()
 	w.namespace(t, ns)
-	s := newSet(ns, "data", 2)
-	s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+	template := []corev1.PersistentVolumeClaim{{
 		ObjectMeta: metav1.ObjectMeta{Name: "www"},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}}
+	s := newSet(ns, "data", 2)
+	s.Spec.VolumeClaimTemplates = template
+	s.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+		WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType}
 	s.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "www", MountPath: "/data"}}
 	w.create(t, s)
+	keep := newSet(ns, "keep", 1)
+	keep.Spec.VolumeClaimTemplates = template
+	w.create(t, keep)
 	w.waitSet(t, ns, "data", "2 ready", settled)
-	for i, p := range w.pods(t, ns) {
-		v := p.Spec.Volumes
-		if len(v) == 0 || v[0].Name != "www" || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != fmt.Sprintf("www-data-%d", i) {
-			t.Errorf("pod %s volumes %+v, want the claim www-data-%d", p.Name, v, i)
+	w.waitSet(t, ns, "keep", "1 ready", settled)
+	claims := w.env.Client.CoreV1().PersistentVolumeClaims(ns)
+	owners := func(name string) []string {
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("claim %s: %v", name, err)
 		}
+		var out []string
+		for _, r := range c.OwnerReferences {
+			if r.Controller != nil && *r.Controller {
+				t.Errorf("claim %s: controller reference %+v", name, r)
+			}
+			out = append(out, r.Kind+"/"+r.Name)
+		}
+		return out
+	}
+	for _, p := range w.pods(t, ns) {
+		want := "www-" + p.Name
+		if v := p.Spec.Volumes; len(v) == 0 || v[0].Name != "www" || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != want {
+			t.Errorf("pod %s volumes %+v, want the claim %s", p.Name, v, want)
+		}
+		c, err := claims.Get(ctx, want, metav1.GetOptions{})
+		if err != nil || c.Labels["app"] != p.Labels["app"] || !c.CreationTimestamp.Before(&p.CreationTimestamp) && !c.CreationTimestamp.Equal(&p.CreationTimestamp) {
+			t.Errorf("claim %s: %v %+v", want, err, c)
+		}
+	}
+	if got := owners("www-keep-0"); len(got) != 0 {
+		t.Errorf("retained claim owners %v", got)
+	}
+	for _, n := range []string{"www-data-0", "www-data-1"} {
+		if got := owners(n); !slices.Equal(got, []string{"StatefulSet/data"}) {
+			t.Errorf("claim %s owners %v, want the set", n, got)
+		}
+	}
+
+	// A pod deleted comes back on the same claim.
+	before, err := claims.Get(ctx, "www-data-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.env.Client.CoreV1().Pods(ns).Delete(ctx, "data-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitSet(t, ns, "data", "data-0 back", func(s *appsv1.StatefulSet) bool {
+		p, err := w.env.Client.CoreV1().Pods(ns).Get(ctx, "data-0", metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp == nil && settled(s)
+	})
+	if after, err := claims.Get(ctx, "www-data-0", metav1.GetOptions{}); err != nil || after.UID != before.UID {
+		t.Errorf("claim of the recreated pod: %v, uid %v want %v", err, after.UID, before.UID)
+	}
+
+	// Scaled down: the condemned pod owns its claim, the set no longer.
+	w.update(t, ns, "data", func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr[int32](1) })
+	controlplanetest.Eventually(t, wait, "www-data-1 owned by its pod", func() bool {
+		return slices.Equal(owners("www-data-1"), []string{"Pod/data-1"})
+	})
+	if got := owners("www-data-0"); !slices.Equal(got, []string{"StatefulSet/data"}) {
+		t.Errorf("kept claim owners %v", got)
 	}
 }
 
