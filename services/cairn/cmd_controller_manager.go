@@ -38,7 +38,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := fs.connectService("controller-manager")
+	rc, js, closeNATS, err := fs.connectService("controller-manager", log)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		rc, js = joined.rc, joined.js
 	} else {
 		var closeNATS func()
-		if rc, js, closeNATS, err = fs.connectService("kubelet"); err != nil {
+		if rc, js, closeNATS, err = fs.connectService("kubelet", log); err != nil {
 			return err
 		}
 		defer closeNATS()

@@ -263,6 +263,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
 	}
+	authz := cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer))
 	srv, err := apiserver.New(apiserver.Config{
 		TLS:                cfg.TLS,
 		KubeletClientTLS:   cfg.KubeletClientTLS,
@@ -270,9 +271,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Registry:           cp.Registry,
 		Hub:                cp.Hub,
 		Authenticator:      apiserver.Authenticators{az.lb, cp.bootstrapTokens(cfg), sa.authn, authn},
-		Authorizer:         cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
-		Admission: slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(),
-			csradmission.Plugins(cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer))), cfg.Admission),
+		Authorizer:         authz,
+		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), csradmission.Plugins(authz), cfg.Admission),
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		Webhooks:           wh,

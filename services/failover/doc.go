@@ -12,7 +12,7 @@
 //
 // The list is refreshed from the cluster itself: every apiserver is an
 // endpoint of the default/kubernetes Service, kept by its lease
-// reconciler, so Run reads that Endpoints object periodically and
+// reconciler, so Run reads its EndpointSlices periodically and
 // replaces the list (never with an empty one). Servers are verified by
 // TLS as before: each server's certificate must cover its own address.
 package failover

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,6 +25,12 @@ type Endpoints struct {
 	mu    sync.Mutex
 	hosts []string
 	cur   int
+	// seeds are the addresses New was given (the server joined, those
+	// last known): kept at the end of every list Set makes, as k3s keeps
+	// its --server address as the default server of its load balancer,
+	// so that a list refreshed with addresses this client cannot reach
+	// (another server's --advertise-address) never strands it.
+	seeds []string
 	// OnChange, if set, is called (outside the lock) with the new list
 	// when Set changes it, e.g. to persist it for the next start.
 	OnChange func(hosts []string)
@@ -44,7 +51,7 @@ func New(hosts []string, log *slog.Logger) (*Endpoints, error) {
 	if len(clean) == 0 {
 		return nil, errors.New("failover: no apiserver address")
 	}
-	e.hosts = clean
+	e.hosts, e.seeds = clean, clean
 	return e, nil
 }
 
@@ -78,14 +85,19 @@ func (e *Endpoints) Current() string {
 	return e.hosts[e.cur]
 }
 
-// Set replaces the list; the current address stays current if it is still
-// listed. An empty list is ignored.
+// Set replaces the list (the seeds stay at its end); the current address
+// stays current if it is still listed. An empty list is ignored.
 func (e *Endpoints) Set(hosts []string) {
 	clean, err := normalize(hosts)
 	if err != nil || len(clean) == 0 {
 		return
 	}
 	e.mu.Lock()
+	for _, s := range e.seeds {
+		if !slices.Contains(clean, s) {
+			clean = append(clean, s)
+		}
+	}
 	cur := e.hosts[e.cur]
 	changed := !slices.Equal(clean, e.hosts)
 	e.hosts, e.cur = clean, max(0, slices.Index(clean, cur))
@@ -162,24 +174,32 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// Refresh reads the addresses of the apiservers from the endpoints of the
-// default/kubernetes Service and sets them.
+// Refresh reads the addresses of the apiservers from the EndpointSlices
+// of the default/kubernetes Service (each apiserver one endpoint, written
+// by the apiservers' lease reconciler) and sets them.
 func (e *Endpoints) Refresh(ctx context.Context, client kubernetes.Interface) error {
-	ep, err := client.CoreV1().Endpoints(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	list, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx,
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
 	if err != nil {
 		return fmt.Errorf("failover: refresh: %w", err)
 	}
 	var hosts []string
-	for _, ss := range ep.Subsets {
-		for _, a := range ss.Addresses {
-			for _, p := range ss.Ports {
-				hosts = append(hosts, net.JoinHostPort(a.IP, strconv.Itoa(int(p.Port))))
+	for _, sl := range list.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				for _, p := range sl.Ports {
+					if p.Port != nil {
+						hosts = append(hosts, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
+					}
+				}
 			}
 		}
 	}
 	if len(hosts) > 0 {
-		// Keep the current address first among equals: a sorted list
-		// from the server says nothing about which is nearest.
+		// Set keeps the current address current while it is listed.
 		e.Set(hosts)
 	}
 	return nil

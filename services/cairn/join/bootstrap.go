@@ -25,6 +25,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -147,13 +148,18 @@ func Join(ctx context.Context, b Bootstrap) (Credentials, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
-		return c, fmt.Errorf("join: %w", err)
-	}
 	boot := &rest.Config{Host: u, BearerToken: b.Token.Bootstrap(), TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 		UserAgent: "cairn-kubelet-bootstrap", Timeout: 30 * time.Second}
 	client, err := kubernetes.NewForConfig(boot)
 	if err != nil {
+		return c, fmt.Errorf("join: %w", err)
+	}
+	// The token is tried before anything is written: a refused join
+	// leaves no directory behind.
+	if _, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return c, refused(err)
+	}
+	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 		return c, fmt.Errorf("join: %w", err)
 	}
 	node := "system:node:" + b.Node

@@ -36,8 +36,8 @@ func isApproved(c *certificatesv1.CertificateSigningRequest) bool {
 var (
 	// Usages kube accepts for a kubelet's client certificate, with and
 	// without key encipherment (which only RSA keys use).
-	kubeletClientUsages      = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth)
-	kubeletClientUsagesNoRSA = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
+	kubeletClientUsages       = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth)
+	kubeletClientUsagesNoRSA  = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
 	kubeletServingUsages      = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth)
 	kubeletServingUsagesNoRSA = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth)
 	clientUsages              = sets.New(certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth)
