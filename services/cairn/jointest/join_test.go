@@ -2,12 +2,7 @@ package jointest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +25,7 @@ import (
 	"github.com/cairn-dev/cairn/services/cairn/join"
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/csrtest"
 	"github.com/cairn-dev/cairn/services/pki/jointoken"
 )
 
@@ -165,11 +161,11 @@ func TestJoinAndFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cert := parseCert(t, kc.CertData)
+		cert := csrtest.ParseCert(t, kc.CertData)
 		if cert.Subject.CommonName != "system:node:"+node || !slices.Equal(cert.Subject.Organization, []string{"system:nodes"}) {
 			t.Errorf("node certificate subject %v", cert.Subject)
 		}
-		if err := cert.CheckSignatureFrom(parseCert(t, admin().CAData)); err != nil {
+		if err := cert.CheckSignatureFrom(csrtest.ParseCert(t, admin().CAData)); err != nil {
 			t.Errorf("node certificate not signed by the cluster CA: %v", err)
 		}
 	})
@@ -287,34 +283,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 
 // testCSR is a CSR for a kubelet client certificate of node "anon".
 func testCSR(t *testing.T, name string) *certificatesv1.CertificateSigningRequest {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:anon", Organization: []string{"system:nodes"}}}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Request:    csrtest.Request(t, pkix.Name{CommonName: "system:node:anon", Organization: []string{"system:nodes"}}),
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
 			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		}}
-}
-
-func parseCert(t *testing.T, data []byte) *x509.Certificate {
-	t.Helper()
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatal("no PEM certificate")
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func names(ents []os.DirEntry) []string {

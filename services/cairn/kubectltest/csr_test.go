@@ -1,13 +1,8 @@
 package kubectltest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -15,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+	"github.com/cairn-dev/cairn/services/pki/csrtest"
 )
 
 // TestKubectlCSR drives CertificateSigningRequests with kubectl: create,
@@ -70,14 +66,7 @@ func TestKubectlCSR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, _ := pem.Decode(der)
-	if block == nil {
-		t.Fatalf("status.certificate is no PEM: %q", der)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := csrtest.ParseCert(t, der)
 	if cert.Subject.CommonName != "alice" {
 		t.Errorf("issued subject %v", cert.Subject)
 	}
@@ -103,15 +92,7 @@ func TestKubectlCSR(t *testing.T) {
 // csrYAML is a CSR for a client certificate of user name to signer.
 func csrYAML(t *testing.T, name, signer string, seconds int) string {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	req := base64.StdEncoding.EncodeToString(csrtest.Request(t, pkix.Name{CommonName: name}))
 	return fmt.Sprintf(`apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest
 metadata:

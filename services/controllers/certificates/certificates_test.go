@@ -2,12 +2,8 @@ package certificates
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -23,24 +19,16 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/csrtest"
 	"github.com/cairn-dev/cairn/services/pki/jointoken"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newCSR(t *testing.T, name string, subject pkix.Name, signer string, seconds int32) *certificatesv1.CertificateSigningRequest {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			Request:    csrtest.Request(t, subject),
 			SignerName: signer,
 			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		}}
@@ -116,7 +104,7 @@ func TestApproveAndSign(t *testing.T) {
 	if got.Spec.Username != jointoken.UserPrefix+tok.ID || !has(got, certificatesv1.CertificateApproved) {
 		t.Errorf("node CSR: requestor %q, conditions %+v", got.Spec.Username, got.Status.Conditions)
 	}
-	cert := parse(t, got.Status.Certificate)
+	cert := csrtest.ParseCert(t, got.Status.Certificate)
 	if cert.Subject.CommonName != "system:node:n1" || cert.CheckSignatureFrom(ca.CACert) != nil {
 		t.Errorf("node certificate %v not signed by the cluster CA for the node", cert.Subject)
 	}
@@ -177,17 +165,4 @@ func waitIssued(t *testing.T, csrs interface {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func parse(t *testing.T, data []byte) *x509.Certificate {
-	t.Helper()
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatal("no PEM certificate")
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
