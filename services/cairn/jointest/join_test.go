@@ -201,6 +201,10 @@ func TestJoinAndFailover(t *testing.T) {
 			}
 			return nil
 		})
+		if l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{}); err == nil {
+			// The kubelet renews every 10 s: the figure is bounded by that.
+			t.Logf("first Lease renewal through A %v after B was killed", l.Spec.RenewTime.Sub(killed).Round(time.Millisecond))
+		}
 		if err := nodeReady(ctx, client, node); err != nil {
 			t.Fatal(err)
 		}

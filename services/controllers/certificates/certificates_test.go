@@ -6,12 +6,15 @@ import (
 	"crypto/x509/pkix"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -130,6 +133,55 @@ func TestApproveAndSign(t *testing.T) {
 		if len(c.Status.Certificate) > 0 {
 			t.Errorf("%s: issued", name)
 		}
+	}
+}
+
+// TestCSRAdmission: kube's CertificateApproval (approving needs "approve"
+// on the signer, not only the approval subresource) and
+// CertificateSubjectRestriction (no system:masters from
+// kube-apiserver-client).
+func TestCSRAdmission(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := context.Background()
+	admin := env.Client.CertificatesV1().CertificateSigningRequests()
+	masters := newCSR(t, "masters", pkix.Name{CommonName: "eve", Organization: []string{"system:masters"}}, certificatesv1.KubeAPIServerClientSignerName, 0)
+	if _, err := admin.Create(ctx, masters, metav1.CreateOptions{}); !apierrors.IsForbidden(err) ||
+		!strings.Contains(err.Error(), "with system:masters group is not allowed") {
+		t.Errorf("create a system:masters CSR: %v, want 403", err)
+	}
+	if _, err := admin.Create(ctx, newCSR(t, "c", pkix.Name{CommonName: "carol"}, certificatesv1.KubeAPIServerClientSignerName, 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "csr-approval-only"}, Rules: []rbacv1.PolicyRule{
+		{Verbs: []string{"get", "update"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests", "certificatesigningrequests/approval"}}}}
+	if _, err := env.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "csr-approval-only"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := kubernetes.NewForConfigOrDie(env.ConfigFor(controlplanetest.UserToken)).CertificatesV1().CertificateSigningRequests()
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var c *certificatesv1.CertificateSigningRequest
+		if c, err = alice.Get(ctx, "c", metav1.GetOptions{}); err == nil {
+			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+			_, err = alice.UpdateApproval(ctx, "c", c, metav1.UpdateOptions{})
+		}
+		if err != nil && strings.Contains(err.Error(), "user not permitted to approve requests with signerName") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the binding reaches the authorizer from the log
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client"`) {
+		t.Errorf("approve without the signer's approve verb: %v, want 403 from CertificateApproval", err)
+	}
+	if c, _ := admin.Get(ctx, "c", metav1.GetOptions{}); c == nil || len(c.Status.Conditions) > 0 {
+		t.Errorf("CSR c after the refused approval: %+v", c)
 	}
 }
 
