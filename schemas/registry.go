@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -49,7 +50,7 @@ func WithClock(now func() time.Time) Option {
 
 // Group versions, in the order discovery lists them: the legacy core group
 // first, then the named groups by kube-aggregator priority (apps 17800,
-// batch 17400, policy 17100, rbac.authorization.k8s.io 17000, storage.k8s.io 16800, admissionregistration.k8s.io 16700,
+// batch 17400, certificates.k8s.io 17300, policy 17100, rbac.authorization.k8s.io 17000, storage.k8s.io 16800, admissionregistration.k8s.io 16700,
 // apiextensions.k8s.io 16700, scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
 // 16200).
 var (
@@ -76,7 +77,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvPolicy, gvRBAC, gvStorage, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvCertificates, gvPolicy, gvRBAC, gvStorage, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -99,6 +100,7 @@ func NewRegistry(opts ...Option) *Registry {
 		statefulSetResource(r.clock),
 		cronJobResource(r.clock),
 		jobResource(r.clock),
+		csrResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
 	}, rbacResources(r.clock), storageResources(r.clock), admissionRegistrationResources(r.clock), []*Resource{
 		customResourceDefinitionResource(r.clock),
@@ -165,6 +167,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(appsv1.AddToScheme(s))
 	utilruntime.Must(batchv1.AddToScheme(s))
+	utilruntime.Must(certificatesv1.AddToScheme(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(rbacv1.AddToScheme(s))
 	utilruntime.Must(storagev1.AddToScheme(s))

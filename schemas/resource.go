@@ -56,6 +56,13 @@ type Resource struct {
 	// PrepareForStatusUpdate keeps everything but status (and
 	// metadata labels/annotations as kube does) from old.
 	PrepareForStatusUpdate func(obj, old Object)
+	// SetRequestor, if set, runs after PrepareForCreate with the user the
+	// request authenticated as (a CSR's spec.username and groups, as kube's
+	// strategy takes them from the request context).
+	SetRequestor func(obj Object, user string, groups []string)
+	// SubresourceUpdates are the strategies of subresources other than
+	// status that update the object (a CSR's approval), by name.
+	SubresourceUpdates map[string]SubresourceUpdate
 	// ValidateCreate and ValidateUpdate return the field errors Kubernetes
 	// returns for the kind; an empty list means valid.
 	ValidateCreate func(obj Object) field.ErrorList

@@ -143,7 +143,7 @@ const GroupUnauthenticated = "system:unauthenticated"
 
 // publicPaths are served to requests without credentials (as
 // system:anonymous), for the authorizer to decide on.
-var publicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}
+var publicPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/", "/cacerts"}
 
 func publicPath(p string) bool { return slices.Contains(publicPaths, p) }
 

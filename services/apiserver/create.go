@@ -87,6 +87,10 @@ func (s *Server) createObject(q *request, obj schemas.Object) (schemas.Object, e
 	if q.res.PrepareForCreate != nil {
 		q.res.PrepareForCreate(obj)
 	}
+	if q.res.SetRequestor != nil {
+		u := userFrom(q.ctx())
+		q.res.SetRequestor(obj, u.User, u.Groups)
+	}
 	obj.SetCreationTimestamp(metav1.NewTime(s.now().Truncate(1e9)))
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)

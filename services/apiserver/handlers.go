@@ -82,7 +82,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if res.Custom != nil && !s.serveCustom(q) { // crd.go
 		return
 	}
-	if info.Subresource != "" && info.Subresource != "status" {
+	if _, updater := res.SubresourceUpdates[info.Subresource]; info.Subresource != "" && info.Subresource != "status" &&
+		!(updater && (info.Verb == "get" || info.Verb == "update" || info.Verb == "patch")) {
 		s.serveSubresource(q)
 		return
 	}

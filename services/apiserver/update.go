@@ -124,7 +124,10 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	// not apply to spec.nodeName set through it. A finalize is built by
 	// the server too (only spec.finalizers changes, see finalize).
 	trusted := q.info.Subresource == "binding" || q.info.Subresource == "finalize"
+	sub, isSub := q.res.SubresourceUpdates[q.info.Subresource]
 	if trusted {
+	} else if isSub {
+		sub.Prepare(desired, cur)
 	} else if q.info.Subresource == "status" {
 		if q.res.PrepareForStatusUpdate != nil {
 			q.res.PrepareForStatusUpdate(desired, cur)
@@ -147,6 +150,10 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	}
 	switch {
 	case trusted:
+	case isSub:
+		if errs := sub.Validate(desired, cur); len(errs) > 0 {
+			return nil, false, invalid(q.res, q.info.Name, errs)
+		}
 	case q.info.Subresource == "status":
 		if errs := q.res.ValidateStatus(desired, cur); len(errs) > 0 {
 			return nil, false, invalid(q.res, q.info.Name, errs)

@@ -72,6 +72,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		cfg.TLS = p.ServerTLSConfig()
+		cfg.ClusterCA = p.CAPEM // /cacerts, for nodes that join
 		// Kubelets let the apiserver's kubelet client read logs and exec.
 		cfg.KubeletClientTLS = p.KubeletClientTLSConfig()
 		// The service-account signing key lives with the PKI (sa.key),

@@ -18,6 +18,7 @@ import (
 func runControllerManager(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		identity, clusterCIDR string
+		signingDir            string
 		workers, maxPerSlice  int
 		nodeGrace             time.Duration
 	)
@@ -28,6 +29,8 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
 	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
+	fs.StringVar(&signingDir, "cluster-signing-dir", "", "directory of the cluster CA (ca.crt, ca.key: <data-dir>/pki of cairn up) that signs approved "+
+		"CertificateSigningRequests (kube's --cluster-signing-cert-file/--cluster-signing-key-file); empty signs none")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -35,13 +38,13 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := fs.connectService("controller-manager")
+	rc, js, closeNATS, err := fs.connectService("controller-manager", log)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
-		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), Log: log})
+		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir, Log: log})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
@@ -27,6 +29,7 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		nodeIP, netns, clientCAFile  string
 		proxyKubeconfig, clusterCIDR string
 		runProxy                     bool
+		joinURL, joinToken           string
 		hollowNodes                  int
 		dnsFlags                     kubeletDNSFlags
 		hollowDelay                  time.Duration
@@ -53,6 +56,9 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&proxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the node's proxy (default <data-dir>/nodes/<node-name>/"+
 		join.ProxyKubeconfigFile+", issued for user "+apiserver.UserKubeProxy+" when it does not exist)")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "the pods' range, for the proxy")
+	fs.StringVar(&joinURL, "join", "", "https://ADDR:PORT of a server to join with --join-token: the node gets its own client certificates "+
+		"through CertificateSigningRequests (TLS bootstrapping), keeps them in <data-dir>/nodes/<node-name>, and fails over between all servers")
+	fs.StringVar(&joinToken, "join-token", "", "the cluster's join token (K10<ca-hash>::<id>.<secret>: <data-dir>/join-token of the first server, or cairn token create)")
 	dnsFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
@@ -64,7 +70,16 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if fs.kubeconfig == "" {
+	var joined *joinedNode
+	if joinURL != "" || joinToken != "" {
+		if runtime == "hollow" && hollowNodes != 1 {
+			return errors.New("--join with --runtime hollow runs one node, named --node-name (--hollow-nodes 1)")
+		}
+		if joined, err = joinCluster(ctx, joinURL, joinToken, join.NodeDir(fs.dataDir, name), name, log, stdout); err != nil {
+			return err
+		}
+		defer joined.close()
+	} else if fs.kubeconfig == "" {
 		issue, user := join.NodeKubeconfig, apiserver.NodeUserPrefix+name
 		if runtime == "hollow" {
 			issue, user = join.HollowKubeconfig, apiserver.HollowKubeletUserPrefix+name
@@ -78,11 +93,24 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		fs.defaultKubeconfig = path
 	}
-	rc, js, closeNATS, err := fs.connectService("kubelet")
-	if err != nil {
-		return err
+	var (
+		rc *rest.Config
+		js jetstream.JetStream
+	)
+	if joined != nil {
+		rc, js = joined.rc, joined.js
+	} else {
+		var closeNATS func()
+		if rc, js, closeNATS, err = fs.connectService("kubelet", log); err != nil {
+			return err
+		}
+		defer closeNATS()
 	}
-	defer closeNATS()
+	if runtime == "hollow" && joined != nil {
+		fmt.Fprintf(stdout, "kubelet running hollow node %s\n", name)
+		return kubelet.RunHollow(ctx, kubelet.HollowConfig{RestConfig: rc, JS: js, Nodes: 1, Name: name,
+			StartDelay: hollowDelay, Log: log})
+	}
 	if runtime == "hollow" {
 		fmt.Fprintf(stdout, "kubelet running %d hollow nodes (%s0..%s%d)\n", hollowNodes, name+"-", name+"-", hollowNodes-1)
 		return kubelet.RunHollow(ctx, kubelet.HollowConfig{RestConfig: rc, JS: js, Nodes: hollowNodes, NamePrefix: name + "-",
@@ -103,6 +131,9 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var px *kubelet.ProxyConfig
 	if runProxy {
+		if proxyKubeconfig == "" && joined != nil {
+			proxyKubeconfig = joined.creds.ProxyKubeconfig
+		}
 		if proxyKubeconfig == "" {
 			path, issued, err := join.ProxyKubeconfig(fs.dataDir, name)
 			if err != nil {
@@ -116,6 +147,9 @@ func runKubelet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		prc, err := proxyRestConfig(proxyKubeconfig)
 		if err != nil {
 			return err
+		}
+		if joined != nil {
+			prc = joined.eps.Wrap(prc)
 		}
 		px = &kubelet.ProxyConfig{RestConfig: prc, ClusterCIDR: clusterCIDR}
 	}

@@ -61,7 +61,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fs.defaultKubeconfig = path
 	}
-	rc, js, closeNATS, err := fs.connectService("proxy")
+	rc, js, closeNATS, err := fs.connectService("proxy", log)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func runScheduler(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	rc, js, closeNATS, err := fs.connectService("scheduler")
+	rc, js, closeNATS, err := fs.connectService("scheduler", log)
 	if err != nil {
 		return err
 	}

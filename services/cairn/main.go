@@ -26,6 +26,8 @@ func commands() []command {
 		{"controller-manager", "run the controllers (one replica of many; keys are split between replicas)", runControllerManager},
 		{"scheduler", "run a scheduler replica (replicas bind optimistically; the apiserver refuses overcommits)", runScheduler},
 		{"kubelet", "run a node: real pods on containerd (--runtime cri) or many hollow nodes (--runtime hollow)", runKubelet},
+		{"agent", "the same as kubelet (k3s' word): cairn agent --join https://ADDR:PORT --join-token TOKEN", runKubelet},
+		{"token", "create a join token for nodes (cairn token create [--ttl D] [--groups G])", runToken},
 		{"proxy", "run a node's service proxy (nftables in the node's network namespace, from Services and EndpointSlices)", runProxy},
 		{"csi-hostpath", "run the CSI driver hostpath.csi.cairn.dev (volumes are directories of the node) on a unix socket", runCSIHostpath},
 		{"coredns", "run CoreDNS, the cluster DNS (the image cairn.local/coredns runs it)", runCoreDNS},

@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/crds"
+	"github.com/cairn-dev/cairn/services/apiserver/csradmission"
 	"github.com/cairn-dev/cairn/services/apiserver/rbac"
 	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
@@ -62,6 +63,9 @@ type Config struct {
 	// Nil presents none, and kubelets refuse logs and exec (401).
 	KubeletClientTLS *tls.Config
 	Authenticator    apiserver.Authenticator
+	// ClusterCA is the cluster CA certificate (PEM), served at /cacerts
+	// to nodes that join (join.go); nil serves none.
+	ClusterCA []byte
 	// Authorizer, if set, decides requests instead of the RBAC authorizer
 	// (which still runs: the policy is reconciled and served, escalation
 	// is checked); benchmarks compare RBAC against AlwaysAllow with it.
@@ -238,6 +242,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		cp.goRun("history", cp.History.Run)
 		extra[history.Prefix] = cp.History.Handler()
 	}
+	cp.joinHandlers(cfg, extra)
 	az, err := cp.newAuthz(cfg)
 	if err != nil {
 		return nil, err
@@ -260,15 +265,16 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if authn == nil {
 		authn = apiserver.X509Authenticator{}
 	}
+	authz := cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer))
 	srv, err := apiserver.New(apiserver.Config{
 		TLS:                cfg.TLS,
 		KubeletClientTLS:   cfg.KubeletClientTLS,
 		Store:              cp.Store,
 		Registry:           cp.Registry,
 		Hub:                cp.Hub,
-		Authenticator:      apiserver.Authenticators{az.lb, sa.authn, authn},
-		Authorizer:         cmp.Or[apiserver.Authorizer](cfg.Authorizer, nodes.authorizer(az.authorizer)),
-		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), volumeadmission.Plugins(classes), cfg.Admission),
+		Authenticator:      apiserver.Authenticators{az.lb, cp.bootstrapTokens(cfg), sa.authn, authn},
+		Authorizer:         authz,
+		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), volumeadmission.Plugins(classes), csradmission.Plugins(authz), cfg.Admission),
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		Webhooks:           wh,

@@ -24,6 +24,9 @@ type HollowConfig struct {
 	Nodes int
 	// NamePrefix names them <prefix><i>, i from 0; empty is "hollow-".
 	NamePrefix string
+	// Name, when set, is the name of the one node (Nodes must be 1): a
+	// hollow node that joined with its own identity (system:node:<Name>).
+	Name string
 	// StartDelay is how long a pod takes to start (see hollow.Config).
 	StartDelay time.Duration
 	// Capacity overrides the hollow defaults (4 cpu, 16Gi, 110 pods).
@@ -44,6 +47,9 @@ type HollowConfig struct {
 func NewHollow(cfg HollowConfig) ([]*Kubelet, error) {
 	if cfg.RestConfig == nil || cfg.JS == nil || cfg.Nodes <= 0 {
 		return nil, fmt.Errorf("kubelet: hollow: RestConfig, JS and Nodes are required: %w", ErrConfig)
+	}
+	if cfg.Name != "" && cfg.Nodes != 1 {
+		return nil, fmt.Errorf("kubelet: hollow: Name needs Nodes 1: %w", ErrConfig)
 	}
 	if cfg.Nodes > 64*256 {
 		return nil, fmt.Errorf("kubelet: hollow: at most %d nodes: %w", 64*256, ErrConfig)
@@ -74,9 +80,13 @@ func NewHollow(cfg HollowConfig) ([]*Kubelet, error) {
 		if err != nil {
 			return nil, err
 		}
+		name := fmt.Sprintf("%s%d", cfg.NamePrefix, i)
+		if cfg.Name != "" {
+			name = cfg.Name
+		}
 		k, err := New(Config{
 			RestConfig: rc, Client: client, JS: cfg.JS,
-			NodeName: fmt.Sprintf("%s%d", cfg.NamePrefix, i), Runtime: rt,
+			NodeName: name, Runtime: rt,
 			NodeIP:   fmt.Sprintf("10.%d.%d.1", i/256, i%256),
 			Capacity: cfg.Capacity, Labels: cfg.Labels,
 			NodeStatusInterval: cfg.NodeStatusInterval, RelistPeriod: cfg.RelistPeriod,

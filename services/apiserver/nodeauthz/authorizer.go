@@ -173,6 +173,10 @@ func NodeRules() []rbacv1.PolicyRule {
 		rule([]string{"create"}, "", "pods/eviction"),
 		rule([]string{"get"}, "", "persistentvolumes"),
 		rule([]string{"get"}, "", "endpoints"),
+		// Client certificate rotation (and serving certificates).
+		rule([]string{"create", "get", "list", "watch"}, "certificates.k8s.io", "certificatesigningrequests"),
+		// cairn: the NATS URLs of the log, for nodes that joined.
+		{Verbs: []string{"get"}, NonResourceURLs: []string{"/cairn/v1/endpoints"}},
 	}
 }
 

@@ -47,6 +47,7 @@ const (
 	rbacGroup           = rbacv1.GroupName
 	schedulingGroup     = "scheduling.k8s.io"
 	storageGroup        = "storage.k8s.io"
+	certificatesGroup   = "certificates.k8s.io"
 	autoscalingGroup    = "autoscaling"
 )
 
@@ -68,6 +69,13 @@ func urls(verbs []string, u ...string) rbacv1.PolicyRule {
 }
 
 func verbs(v ...string) []string { return v }
+
+// groupBootstrappers is the group of every bootstrap token (jointoken).
+const groupBootstrappers = "system:bootstrappers"
+
+func signerRule(verb, signer string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: verbs(verb), APIGroups: groups(certificatesGroup), Resources: []string{"signers"}, ResourceNames: []string{signer}}
+}
 
 func clusterRole(name string, labels map[string]string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
 	l := map[string]string{BootstrapLabel: "rbac-defaults"}
@@ -109,6 +117,25 @@ func user(name string) rbacv1.Subject {
 // healthURLs are what system:public-info-viewer may read.
 var healthURLs = []string{"/livez", "/readyz", "/healthz", "/version", "/version/"}
 
+// CACertsURL is where the cluster CA certificate is served to anyone
+// (k3s' /cacerts), for nodes that join to check against their token.
+const CACertsURL = "/cacerts"
+
+// JoinEndpointsURL is where nodes read the NATS URLs of the log.
+const JoinEndpointsURL = "/cairn/v1/endpoints"
+
+// The signers of kube's built-in CSR signers, and the subresources on
+// which the CSR approver checks who may ask for what (kube's
+// SubjectAccessReview-equivalent checks in pkg/controller/certificates/approver).
+const (
+	SelfNodeClientSubresource = "selfnodeclient"
+	NodeClientSubresource     = "nodeclient"
+	// KubeProxyClientSubresource is cairn's: a bootstrapper that may
+	// create it gets a client certificate for system:kube-proxy approved
+	// (k3s gives agents the proxy's certificate for the node token).
+	KubeProxyClientSubresource = "kubeproxyclient"
+)
+
 // BootstrapClusterRoles returns kube's bootstrap ClusterRoles, fresh copies.
 func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 	events := rule(verbs("create", "update", "patch"), groups(legacyGroup, eventsGroup), "events")
@@ -121,7 +148,21 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 		clusterRole("system:basic-user", nil,
 			rule(verbs("create"), groups(authorizationGroup), "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
 			rule(verbs("create"), groups(authenticationGroup), "selfsubjectreviews")),
-		clusterRole("system:public-info-viewer", nil, urls(verbs("get"), healthURLs...)),
+		clusterRole("system:public-info-viewer", nil, urls(verbs("get"), append(append([]string{}, healthURLs...), CACertsURL)...)),
+		clusterRole("system:node-bootstrapper", nil,
+			rule(verbs("create", "get", "list", "watch"), groups(certificatesGroup), "certificatesigningrequests")),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient", nil,
+			rule(verbs("create"), groups(certificatesGroup), "certificatesigningrequests/"+NodeClientSubresource)),
+		clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", nil,
+			rule(verbs("create"), groups(certificatesGroup), "certificatesigningrequests/"+SelfNodeClientSubresource)),
+		clusterRole("cairn:certificatesigningrequests:kubeproxyclient", nil,
+			rule(verbs("create"), groups(certificatesGroup), "certificatesigningrequests/"+KubeProxyClientSubresource)),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-approver", nil,
+			signerRule("approve", "kubernetes.io/kube-apiserver-client")),
+		clusterRole("system:certificates.k8s.io:kube-apiserver-client-kubelet-approver", nil,
+			signerRule("approve", "kubernetes.io/kube-apiserver-client-kubelet")),
+		clusterRole("system:certificates.k8s.io:kubelet-serving-approver", nil,
+			signerRule("approve", "kubernetes.io/kubelet-serving")),
 		aggregated("admin", nil, aggregateToAdmin),
 		aggregated("edit", map[string]string{aggregateToAdmin: "true"}, aggregateToEdit),
 		aggregated("view", map[string]string{aggregateToEdit: "true"}, aggregateToView),
@@ -192,6 +233,8 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(read, groups(schedulingGroup), "priorityclasses")),
 		clusterRole("system:node", nil,
 			rule(read, all, "*"),
+			rule(verbs("create", "get", "list", "watch"), groups(certificatesGroup), "certificatesigningrequests"),
+			urls(verbs("get"), JoinEndpointsURL),
 			rule(all, all, "nodes", "nodes/status", "events", "leases", "pods/status"),
 			rule(verbs("create", "delete"), groups(legacyGroup), "pods", "pods/eviction"),
 			rule(verbs("create"), groups(legacyGroup), "serviceaccounts/token"),
@@ -226,5 +269,14 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		// cairn: hollow kubelets (simulated nodes, many per credential)
 		// get the nodes' role without the Node authorizer's limits.
 		binding("cairn:hollow-nodes", "system:node", group(apiserver.GroupHollowNodes)),
+		// Kubelet TLS bootstrapping, as kubeadm binds it (kubeadm binds its
+		// default token's group; cairn binds every bootstrap token's):
+		// bootstrappers may create CSRs and get node client certificates
+		// approved, and nodes their renewals.
+		binding("cairn:kubelet-bootstrap", "system:node-bootstrapper", group(groupBootstrappers)),
+		binding("cairn:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", group(groupBootstrappers)),
+		binding("cairn:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+			group(apiserver.GroupNodes), group(apiserver.GroupHollowNodes)),
+		binding("cairn:kube-proxy-autoapprove-bootstrap", "cairn:certificatesigningrequests:kubeproxyclient", group(groupBootstrappers)),
 	}
 }

@@ -119,7 +119,7 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 		return err
 	}
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, ServiceAccountKeyDir: s.cp.paths.PKI,
-		Log: s.cp.log.With("service", "controller-manager")})
+		ClusterSigningDir: s.cp.paths.PKI, Log: s.cp.log.With("service", "controller-manager")})
 	if err != nil {
 		return err
 	}
@@ -194,6 +194,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		// the apiserver's kubelet client (system:masters) read logs and exec.
 		KubeletClientTLS: s.pki.KubeletClientTLSConfig(),
 		Authenticator:    apiserver.X509Authenticator{},
+		ClusterCA:        s.pki.CAPEM,
 		// Pods get their ServiceAccount's token volume; the
 		// controller-manager's serviceaccount controller makes every
 		// namespace's default ServiceAccount and kube-root-ca.crt.

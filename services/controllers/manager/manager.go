@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/certificates"
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
 	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
@@ -65,6 +66,10 @@ type Config struct {
 	// MaxEndpointsPerSlice is --max-endpoints-per-slice; default
 	// endpoint.DefaultMaxEndpointsPerSlice.
 	MaxEndpointsPerSlice int32
+	// ClusterSigningDir holds the cluster CA that signs approved
+	// CertificateSigningRequests (package certificates); empty runs no
+	// signer.
+	ClusterSigningDir string
 	// ServiceAccountKeyDir holds the service-account signing key that
 	// signs legacy token Secrets (--service-account-private-key-file).
 	ServiceAccountKeyDir string
@@ -114,9 +119,21 @@ var Controllers = []controller{
 	}},
 	{"ephemeral-volume", func(m mgr, c Config) error { return ok(ephemeral.New(m, ephemeral.Options{Workers: c.Workers})) }},
 	{"pv-protection", func(m mgr, c Config) error { return ok(pvprotection.New(m, pvprotection.Options{})) }},
+	{"csrapproving", func(m mgr, c Config) error { return ok(certificates.NewApprover(m)) }},
+	{"csrsigning", func(m mgr, c Config) error {
+		return whenSet(c.ClusterSigningDir, certificates.NewSigner, m, certificates.SignerOptions{CADir: c.ClusterSigningDir})
+	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
 	}},
+}
+
+// whenSet builds the controller only when dir is set.
+func whenSet[O, T any](dir string, f func(mgr, O) (T, error), m mgr, o O) error {
+	if dir == "" {
+		return nil
+	}
+	return ok(f(m, o))
 }
 
 // ok drops the controller New returned: the manager runs it.
