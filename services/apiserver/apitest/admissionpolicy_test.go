@@ -1,11 +1,16 @@
 package apitest
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -94,5 +99,136 @@ func TestValidatingAdmissionPolicyAPI(t *testing.T) {
 	}
 	if st.Status.ObservedGeneration != 1 || len(st.Spec.Validations) != 1 {
 		t.Errorf("after a status write: %+v", st)
+	}
+}
+
+// bindPolicy binds policy with actions (and a ConfigMap param in
+// default, if param is set) and waits until a Deployment of 10 replicas
+// in default is refused, or warned about.
+func bindPolicy(t *testing.T, env *controlplanetest.Env, policy, param string, actions ...admissionregistrationv1.ValidationAction) {
+	t.Helper()
+	ctx := ctxFor(t, 60*time.Second)
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy, ValidationActions: actions}}
+	if param != "" {
+		b.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: param, Namespace: "default", ParameterNotFoundAction: ptr(admissionregistrationv1.DenyAction)}
+	}
+	if _, err := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestValidatingAdmissionPolicy: policies evaluated by k8s.io/apiserver's
+// plugin refuse with kube's message and code and write nothing (Deny),
+// warn (Warn), read their params from a ConfigMap, and honour
+// matchConditions and namespaceSelector.
+func TestValidatingAdmissionPolicy(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := ctxFor(t, 120*time.Second)
+	policies := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	deployments := env.Client.AppsV1().Deployments("default")
+
+	p := replicasPolicy("max-replicas", false)
+	p.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "not-exempt", Expression: "!has(object.metadata.labels) || !('exempt' in object.metadata.labels)"}}
+	p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}
+	if _, err := policies.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindPolicy(t, env, "max-replicas", "", admissionregistrationv1.Deny)
+	const want = "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: replicas must be no greater than 5"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		before := settle(t, env)
+		_, err := deployments.Create(ctx, testDeployment("big", 10), metav1.CreateOptions{})
+		if err != nil {
+			if !apierrors.IsInvalid(err) || err.Error() != want { // reason Invalid (422) unless the validation names another
+				t.Fatalf("got %v, want 422 %q", err, want)
+			}
+			requireNothingWritten(t, env, before)
+			break
+		}
+		if err := deployments.Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the policy never took effect")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Within the limit, exempt by matchCondition, or outside the
+	// namespaces selected: allowed.
+	if _, err := deployments.Create(ctx, testDeployment("small", 3), metav1.CreateOptions{}); err != nil {
+		t.Errorf("3 replicas: %v", err)
+	}
+	exempt := testDeployment("exempt", 10)
+	exempt.Labels = map[string]string{"exempt": "yes"}
+	if _, err := deployments.Create(ctx, exempt, metav1.CreateOptions{}); err != nil {
+		t.Errorf("exempt: %v", err)
+	}
+	if _, err := env.Client.AppsV1().Deployments("kube-system").Create(ctx, testDeployment("system", 10), metav1.CreateOptions{}); err != nil {
+		t.Errorf("kube-system: %v", err)
+	}
+
+	// Warn: the write goes through with kube's warning.
+	pw := replicasPolicy("warn-replicas", false)
+	pw.Spec.Validations[0].Expression = "object.spec.replicas <= 2"
+	pw.Spec.Validations[0].Message = "more than 2 replicas"
+	if _, err := policies.Create(ctx, pw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindPolicy(t, env, "warn-replicas", "", admissionregistrationv1.Warn)
+	const wantWarning = "Validation failed for ValidatingAdmissionPolicy 'warn-replicas' with binding 'warn-replicas': more than 2 replicas"
+	deadline = time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		r := do(t, env, call{method: http.MethodPost, path: "/apis/apps/v1/namespaces/default/deployments",
+			body: mustJSON(t, testDeployment(fmt.Sprintf("warned-%d", i), 4))})
+		if r.code != http.StatusCreated {
+			t.Fatalf("warned create: %d %s", r.code, truncate(r.body))
+		}
+		if ws := r.header.Values("Warning"); len(ws) > 0 {
+			if !strings.Contains(ws[0], wantWarning) {
+				t.Errorf("warning %q, want %q", ws, wantWarning)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warning policy never took effect")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Params from a ConfigMap, in messageExpression too.
+	if _, err := env.Client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "limits"},
+		Data: map[string]string{"max": "7"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pp := replicasPolicy("param-replicas", true)
+	pp.Spec.MatchConstraints.ResourceRules[0].Rule.Resources = []string{"replicasets"}
+	if _, err := policies.Create(ctx, pp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindPolicy(t, env, "param-replicas", "limits", admissionregistrationv1.Deny)
+	rs := func(name string, n int32) *appsv1.ReplicaSet {
+		d := testDeployment(name, n)
+		return &appsv1.ReplicaSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.ReplicaSetSpec{Replicas: &n, Selector: d.Spec.Selector, Template: d.Spec.Template}}
+	}
+	const wantParam = "ValidatingAdmissionPolicy 'param-replicas' with binding 'param-replicas' denied request: replicas must be no greater than 7"
+	deadline = time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		_, err := env.Client.AppsV1().ReplicaSets("default").Create(ctx, rs(fmt.Sprintf("rs-%d", i), 8), metav1.CreateOptions{})
+		if err != nil {
+			if !strings.Contains(err.Error(), wantParam) {
+				t.Fatalf("got %v, want %q", err, wantParam)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the param policy never took effect")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := env.Client.AppsV1().ReplicaSets("default").Create(ctx, rs("rs-ok", 7), metav1.CreateOptions{}); err != nil {
+		t.Errorf("7 replicas: %v", err)
 	}
 }
