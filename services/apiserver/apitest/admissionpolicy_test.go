@@ -174,21 +174,40 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	pw := replicasPolicy("warn-replicas", false)
 	pw.Spec.Validations[0].Expression = "object.spec.replicas <= 2"
 	pw.Spec.Validations[0].Message = "more than 2 replicas"
+	pw.Spec.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "replicas", ValueExpression: "string(object.spec.replicas)"}}
 	if _, err := policies.Create(ctx, pw, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	bindPolicy(t, env, "warn-replicas", "", admissionregistrationv1.Warn)
+	bindPolicy(t, env, "warn-replicas", "", admissionregistrationv1.Warn, admissionregistrationv1.Audit)
 	const wantWarning = "Validation failed for ValidatingAdmissionPolicy 'warn-replicas' with binding 'warn-replicas': more than 2 replicas"
 	deadline = time.Now().Add(60 * time.Second)
 	for i := 0; ; i++ {
+		mark := settle(t, env)
+		name := fmt.Sprintf("warned-%d", i)
 		r := do(t, env, call{method: http.MethodPost, path: "/apis/apps/v1/namespaces/default/deployments",
-			body: mustJSON(t, testDeployment(fmt.Sprintf("warned-%d", i), 4))})
+			body: mustJSON(t, testDeployment(name, 4))})
 		if r.code != http.StatusCreated {
 			t.Fatalf("warned create: %d %s", r.code, truncate(r.body))
 		}
 		if ws := r.header.Values("Warning"); len(ws) > 0 {
 			if !strings.Contains(ws[0], wantWarning) {
 				t.Errorf("warning %q, want %q", ws, wantWarning)
+			}
+			// Audit: the event of the write carries the policy's audit
+			// annotation and kube's validation_failure record.
+			var found bool
+			for _, ev := range eventsSince(t, env, mark) {
+				if ev.Resource != "deployments" || ev.Name != name {
+					continue
+				}
+				found = true
+				if ev.Admission == nil || ev.Admission.Annotations["warn-replicas/replicas"] != "4" ||
+					!strings.Contains(ev.Admission.Annotations["validation.policy.admission.k8s.io/validation_failure"], `"validationActions":["Warn","Audit"]`) {
+					t.Errorf("event admission %+v", ev.Admission)
+				}
+			}
+			if !found {
+				t.Error("no event for the deployment")
 			}
 			break
 		}

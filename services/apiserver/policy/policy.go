@@ -12,7 +12,7 @@
 // error ("ValidatingAdmissionPolicy 'P' with binding 'B' denied request:
 // MESSAGE", with the validation's reason and code); Warn actions become
 // the request's Warning headers; Audit actions and auditAnnotations go
-// into the record of the write.
+// into the record of the write (events.WriteMeta.Admission).
 package policy
 
 import (
@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -106,8 +108,18 @@ func (p *Policies) Validate(ctx context.Context, r *webhook.Request, rec *webhoo
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ctx = warning.WithWarningRecorder(ctx, recorder{rec})
-	return plugin.Validate(ctx, r.Attributes(), p.oi)
+	ctx = warning.WithWarningRecorder(audit.WithAuditContext(ctx), recorder{rec})
+	// Annotations are kept up to their level: Metadata is every one (an
+	// audit context set up by a caller keeps its own level).
+	_ = audit.AuditContextFrom(ctx).Init(audit.RequestAuditConfig{Level: auditinternal.LevelMetadata}, nil)
+	// WithAudit copies the plugin's annotations (auditAnnotations as
+	// POLICY/KEY, Audit actions' validation.policy.admission.k8s.io/
+	// validation_failure) into the audit context, as kube's chain does.
+	err := admission.WithAudit(plugin).(admission.ValidationInterface).Validate(ctx, r.Attributes(), p.oi)
+	for k, v := range audit.AuditContextFrom(ctx).GetEventAnnotations() {
+		rec.Annotate(k, v)
+	}
+	return err
 }
 
 // recorder hands the plugin's warnings (Warn actions) to the record.

@@ -339,3 +339,7 @@ func (r *Request) Attributes() admission.Attributes { return attributes(r).Attri
 
 // Warn adds a warning for the client (admission policies' Warn actions).
 func (r *Record) Warn(w string) { r.warn(w) }
+
+// Annotate adds an audit annotation (admission policies' own), keeping
+// the first value of a key.
+func (r *Record) Annotate(k, v string) { r.annotate(k, v) }
