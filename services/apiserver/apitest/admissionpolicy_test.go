@@ -250,4 +250,30 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	if _, err := env.Client.AppsV1().ReplicaSets("default").Create(ctx, rs("rs-ok", 7), metav1.CreateOptions{}); err != nil {
 		t.Errorf("7 replicas: %v", err)
 	}
+
+	// A param that does not exist, parameterNotFoundAction Deny: every
+	// matching request is refused.
+	pm := replicasPolicy("missing-param", true)
+	pm.Spec.MatchConstraints.ResourceRules[0].Rule.Resources = []string{"statefulsets"}
+	if _, err := policies.Create(ctx, pm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindPolicy(t, env, "missing-param", "nowhere", admissionregistrationv1.Deny)
+	deadline = time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		d := testDeployment(fmt.Sprintf("sts-%d", i), 1)
+		sts := &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: d.Spec.Template}}
+		_, err := env.Client.AppsV1().StatefulSets("default").Create(ctx, sts, metav1.CreateOptions{})
+		if err != nil {
+			if !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'missing-param' with binding 'missing-param' denied request") ||
+				!strings.Contains(err.Error(), "no params found") {
+				t.Fatalf("got %v, want a refusal for the missing param", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the missing-param policy never took effect")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
