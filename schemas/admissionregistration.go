@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
-	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/utils/ptr"
@@ -464,6 +463,14 @@ func validateRuleResources(resources []string, p *field.Path) field.ErrorList {
 }
 
 func validateMatchConditions(mcs []admissionregistrationv1.MatchCondition, o webhookValidation, p *field.Path) field.ErrorList {
+	return validateMatchConditionsWith(mcs, func(expr string, p *field.Path) field.ErrorList {
+		return compileMatchCondition(expr, o.storedMatchConditionExprs.Has(expr), p)
+	}, p)
+}
+
+// validateMatchConditionsWith checks names and expressions of webhooks'
+// and policies' matchConditions, compiling each expression with compile.
+func validateMatchConditionsWith(mcs []admissionregistrationv1.MatchCondition, compile func(expr string, p *field.Path) field.ErrorList, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(mcs) > 64 {
 		errs = append(errs, field.TooMany(p, len(mcs), 64))
@@ -474,7 +481,7 @@ func validateMatchConditions(mcs []admissionregistrationv1.MatchCondition, o web
 		if expr := strings.TrimSpace(mc.Expression); expr == "" {
 			errs = append(errs, field.Required(ip.Child("expression"), ""))
 		} else {
-			errs = append(errs, compileMatchCondition(expr, o.storedMatchConditionExprs.Has(expr), ip.Child("expression"))...)
+			errs = append(errs, compile(expr, ip.Child("expression"))...)
 		}
 		if mc.Name == "" {
 			errs = append(errs, field.Required(ip.Child("name"), ""))
@@ -516,14 +523,5 @@ func compileMatchCondition(expr string, stored bool, p *field.Path) field.ErrorL
 	}
 	res := MatchConditionCompiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: expr},
 		plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, envType)
-	if res.Error == nil {
-		return nil
-	}
-	switch res.Error.Type {
-	case apiservercel.ErrorTypeRequired:
-		return field.ErrorList{field.Required(p, res.Error.Detail)}
-	case apiservercel.ErrorTypeInvalid:
-		return field.ErrorList{field.Invalid(p, expr, res.Error.Detail)}
-	}
-	return field.ErrorList{field.InternalError(p, res.Error)}
+	return celErrors(res.Error, expr, p)
 }

@@ -102,7 +102,7 @@ func NewRegistry(opts ...Option) *Registry {
 		jobResource(r.clock),
 		csrResource(r.clock),
 		podDisruptionBudgetResource(r.clock),
-	}, rbacResources(r.clock), storageResources(r.clock), admissionRegistrationResources(r.clock), []*Resource{
+	}, rbacResources(r.clock), storageResources(r.clock), admissionRegistrationResources(r.clock), admissionPolicyResources(r.clock), []*Resource{
 		customResourceDefinitionResource(r.clock),
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),

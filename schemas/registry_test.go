@@ -109,7 +109,7 @@ func TestRegistryOrder(t *testing.T) {
 		plurals = append(plurals, res.Plural)
 	}
 	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "certificatesigningrequests", "poddisruptionbudgets",
-		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "csidrivers", "csinodes", "storageclasses", "volumeattachments", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "csidrivers", "csinodes", "storageclasses", "volumeattachments", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

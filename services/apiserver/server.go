@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/services/apiserver/policy"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
 	"github.com/cairn-dev/cairn/services/apiserver/watchhub"
@@ -56,6 +57,9 @@ type Config struct {
 	// Webhooks calls the cluster's admission webhooks (webhooks.go); nil
 	// calls none.
 	Webhooks *webhook.Dispatcher
+	// Policies evaluates ValidatingAdmissionPolicies (package policy)
+	// before the validating webhooks; nil evaluates none.
+	Policies *policy.Policies
 	// NotReadyTolerationSeconds and UnreachableTolerationSeconds are the
 	// tolerationSeconds of the tolerations the DefaultTolerationSeconds
 	// admission plugin gives pods (kube-apiserver's

@@ -83,8 +83,17 @@ func (s *Server) mutateWebhooks(q *request, a *AdmissionRequest) error {
 	return nil
 }
 
-// validateWebhooks runs the validating webhooks on the validated object.
+// validateWebhooks runs the ValidatingAdmissionPolicies, then the
+// validating webhooks, on the validated object (kube's plugin order).
 func (s *Server) validateWebhooks(q *request, a *AdmissionRequest) error {
+	if s.cfg.Policies != nil && a.Subresource != "binding" && a.Subresource != "finalize" {
+		rec := s.admissionRecord(q)
+		err := s.cfg.Policies.Validate(q.ctx(), s.webhookRequest(q, a), rec)
+		s.writeWarnings(q, rec)
+		if err != nil {
+			return err
+		}
+	}
 	if !s.callsWebhooks(a, false) {
 		return nil
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/crds"
 	"github.com/cairn-dev/cairn/services/apiserver/csradmission"
+	"github.com/cairn-dev/cairn/services/apiserver/policy"
 	"github.com/cairn-dev/cairn/services/apiserver/rbac"
 	"github.com/cairn-dev/cairn/services/apiserver/serviceaccount"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
@@ -259,6 +260,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.Webhooks = wh
+	policies := policy.New(policy.Config{Scheme: cp.Registry.Scheme(), Authorizer: apiserver.CELAuthorizer(az.authorizer),
+		Log: cfg.Log.With("component", "admission-policies")})
 	nodes := cp.newNodeAuthz(cfg)
 	classes := volumeadmission.NewClasses(cp.Store, cp.Hub, cfg.Log.With("component", "storageclass-cache"))
 	authn := cfg.Authenticator
@@ -278,6 +281,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		Webhooks:           wh,
+		Policies:           policies,
 		ServiceIPs:         svcIPs,
 		NodePorts:          nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
@@ -305,6 +309,13 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := az.start(ctx, cp, srv, cfg.Log); err != nil {
 		return nil, err
 	}
+	cp.goRun("admission policies", func(ctx context.Context) error {
+		if err := policies.Start(ctx, az.lb.policyConfig()); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
 	if err := sa.start(ctx, cp); err != nil {
 		return nil, err
 	}

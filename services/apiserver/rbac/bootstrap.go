@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/services/apiserver"
+	"github.com/cairn-dev/cairn/services/pki"
 )
 
 // The bootstrap policy: the ClusterRoles and ClusterRoleBindings of kube's
@@ -247,6 +248,12 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(verbs("list", "watch"), groups(discoveryGroup), "endpointslices")),
 		clusterRole("system:service-account-issuer-discovery", nil,
 			urls(verbs("get"), "/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/")),
+		// Full access to the kubelets' API; kubeadm binds it to the
+		// apiserver's kubelet client.
+		clusterRole("system:kubelet-api-admin", nil,
+			rule(verbs("get", "list", "watch"), groups(legacyGroup), "nodes"),
+			rule(verbs("proxy"), groups(legacyGroup), "nodes"),
+			rule(all, groups(legacyGroup), "nodes/proxy", "nodes/metrics", "nodes/spec", "nodes/stats", "nodes/log")),
 		clusterRole("system:kube-dns", nil, rule(verbs("list", "watch"), groups(legacyGroup), "endpoints", "services")),
 	}
 }
@@ -262,6 +269,7 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		binding("system:node-proxier", "system:node-proxier", user(apiserver.UserKubeProxy)),
 		binding("system:kube-controller-manager", "system:kube-controller-manager", user(apiserver.UserControllers)),
 		binding("system:kube-dns", "system:kube-dns", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-dns"}),
+		binding("kube-apiserver-kubelet-client", "system:kubelet-api-admin", user(pki.KubeletClientUser)),
 		binding("system:kube-scheduler", "system:kube-scheduler", user(apiserver.UserScheduler)),
 		binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery", group("system:serviceaccounts")),
 		// cairn: no Node authorizer yet, so the nodes' group is bound.

@@ -332,3 +332,14 @@ func (d *Dispatcher) callErr(h kwebhook.WebhookAccessor, err error, rec *Record,
 	}
 	return err
 }
+
+// Attributes are kube's admission attributes of r, as the webhooks see
+// them (also what the admission policies are evaluated on).
+func (r *Request) Attributes() admission.Attributes { return attributes(r).Attributes }
+
+// Warn adds a warning for the client (admission policies' Warn actions).
+func (r *Record) Warn(w string) { r.warn(w) }
+
+// Annotate adds an audit annotation (admission policies' own), keeping
+// the first value of a key.
+func (r *Record) Annotate(k, v string) { r.annotate(k, v) }

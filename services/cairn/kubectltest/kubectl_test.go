@@ -141,6 +141,7 @@ func TestKubectl(t *testing.T) {
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, c) })
 	t.Run("serviceaccounts", func(t *testing.T) { testServiceAccounts(t, c) })
 	t.Run("webhooks", func(t *testing.T) { testWebhooks(t, c) })
+	t.Run("admission policies", func(t *testing.T) { testAdmissionPolicy(t, c) })
 	t.Run("errors", func(t *testing.T) { testErrors(t, c, files) })
 	owner := t
 	t.Run("restart", func(t *testing.T) {

@@ -62,7 +62,7 @@ type rig struct {
 
 func newRig(t *testing.T, tweak func(*kubelet.Config)) *rig {
 	t.Helper()
-	env := controlplanetest.Start(t)
+	env := controlplanetest.Start(t, controlplanetest.Options{NodeAuthorizer: true})
 	nr := nodetest.Start(t)
 	rt, err := cri.New(cri.Config{Runtime: nr.RuntimeService(), Image: nr.ImageService(), CgroupParent: nr.CgroupParent()})
 	if err != nil {
