@@ -41,7 +41,7 @@ func claimRef(ns, name string, uid types.UID) pvOpt {
 		v.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: uid}
 	}
 }
-func block(v *corev1.PersistentVolume) { m := corev1.PersistentVolumeBlock; v.Spec.VolumeMode = &m }
+func block(v *corev1.PersistentVolume)    { m := corev1.PersistentVolumeBlock; v.Spec.VolumeMode = &m }
 func deleting(v *corev1.PersistentVolume) { now := metav1.Now(); v.DeletionTimestamp = &now }
 func onNode(node string) pvOpt {
 	return func(v *corev1.PersistentVolume) {
@@ -70,7 +70,10 @@ func selecting(k, v string) pvcOpt {
 		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
 	}
 }
-func wantBlock(p *corev1.PersistentVolumeClaim) { m := corev1.PersistentVolumeBlock; p.Spec.VolumeMode = &m }
+func wantBlock(p *corev1.PersistentVolumeClaim) {
+	m := corev1.PersistentVolumeBlock
+	p.Spec.VolumeMode = &m
+}
 
 func modes(m ...corev1.PersistentVolumeAccessMode) []corev1.PersistentVolumeAccessMode { return m }
 
