@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/controllers/csiconn"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
@@ -20,6 +21,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		identity, clusterCIDR string
 		workers, maxPerSlice  int
 		nodeGrace             time.Duration
+		csiEndpoints          = csiconn.EndpointsFlag{}
 	)
 	fs := newFlagSet("controller-manager", stderr)
 	fs.serviceFlags(up.ControllerManagerKubeconfig, "")
@@ -28,6 +30,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
 	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
+	fs.Var(csiEndpoints, "csi-endpoint", "a CSI driver's controller service, NAME=unix:///path (repeatable): the provisioner and attacher act for these drivers")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -41,7 +44,8 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	}
 	defer closeNATS()
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
-		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), Log: log})
+		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice),
+		CSIEndpoints: csiEndpoints, Log: log})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
+	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
 	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
@@ -22,6 +23,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/namespace"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
+	"github.com/cairn-dev/cairn/services/controllers/persistentvolume"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 	"github.com/cairn-dev/cairn/services/controllers/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controllers/statefulset"
@@ -65,7 +67,11 @@ type Config struct {
 	// ServiceAccountKeyDir holds the service-account signing key that
 	// signs legacy token Secrets (--service-account-private-key-file).
 	ServiceAccountKeyDir string
-	Log                  *slog.Logger
+	// CSIEndpoints are the CSI drivers' controller services, driver name
+	// -> unix:///path (--csi-endpoint NAME=unix:///path): the provisioner
+	// and attacher act for these drivers only.
+	CSIEndpoints map[string]string
+	Log          *slog.Logger
 }
 
 // controller is one entry of Controllers: its name and how to build it on
@@ -108,6 +114,12 @@ var Controllers = []controller{
 	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
+	}},
+	{"persistentvolume-binder", func(m mgr, c Config) error {
+		return ok(persistentvolume.New(m, persistentvolume.Options{Workers: c.Workers}))
+	}},
+	{"csi-provisioner", func(m mgr, c Config) error {
+		return ok(csiprovisioner.New(m, csiprovisioner.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
 	}},
 }
 
