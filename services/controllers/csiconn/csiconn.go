@@ -8,11 +8,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/csi/csiclient"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
 // ErrNoEndpoint is returned for a driver with no configured endpoint.
@@ -30,27 +28,23 @@ func ParseEndpoint(v string) (driver, endpoint string, err error) {
 	return driver, endpoint, nil
 }
 
+// socketPath is csiclient's, with the path required to be absolute (a
+// controller-manager's working directory means nothing to a driver).
 func socketPath(endpoint string) (string, error) {
-	switch {
-	case strings.HasPrefix(endpoint, "unix://"):
-		endpoint = strings.TrimPrefix(endpoint, "unix://")
-	case strings.HasPrefix(endpoint, "unix:"):
-		endpoint = strings.TrimPrefix(endpoint, "unix:")
-	case strings.Contains(endpoint, "://"):
-		return "", fmt.Errorf("csiconn: endpoint %q: only unix sockets", endpoint)
+	path, err := csiclient.SocketPath(endpoint)
+	if err != nil {
+		return "", err
 	}
-	if !strings.HasPrefix(endpoint, "/") {
+	if !strings.HasPrefix(path, "/") {
 		return "", fmt.Errorf("csiconn: endpoint %q: the socket path must be absolute", endpoint)
 	}
-	return endpoint, nil
+	return path, nil
 }
 
 // Conn is one driver's controller service.
 type Conn struct {
-	Driver     string
-	Identity   csi.IdentityClient
-	Controller csi.ControllerClient
-	cc         *grpc.ClientConn
+	*csiclient.Client
+	Driver string
 
 	mu     sync.Mutex
 	probed bool
@@ -75,38 +69,23 @@ func (c *Conn) Capabilities(ctx context.Context) (Capabilities, error) {
 	if c.probed {
 		return c.caps, nil
 	}
-	info, err := c.Identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+	info, err := c.PluginInfo(ctx)
 	if err != nil {
-		return Capabilities{}, fmt.Errorf("csiconn: %s: GetPluginInfo: %w", c.Driver, err)
+		return Capabilities{}, fmt.Errorf("csiconn: %s: %w", c.Driver, err)
 	}
-	if info.GetName() != c.Driver {
-		return Capabilities{}, fmt.Errorf("csiconn: endpoint of %s serves driver %q", c.Driver, info.GetName())
+	if info.Name != c.Driver {
+		return Capabilities{}, fmt.Errorf("csiconn: endpoint of %s serves driver %q", c.Driver, info.Name)
 	}
-	var caps Capabilities
-	pc, err := c.Identity.GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+	cc, err := c.ControllerCapabilities(ctx)
 	if err != nil {
-		return Capabilities{}, fmt.Errorf("csiconn: %s: GetPluginCapabilities: %w", c.Driver, err)
+		return Capabilities{}, fmt.Errorf("csiconn: %s: %w", c.Driver, err)
 	}
-	for _, p := range pc.GetCapabilities() {
-		if p.GetService().GetType() == csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS {
-			caps.Topology = true
-		}
-	}
-	cc, err := c.Controller.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
-	if err != nil {
-		return Capabilities{}, fmt.Errorf("csiconn: %s: ControllerGetCapabilities: %w", c.Driver, err)
-	}
-	for _, x := range cc.GetCapabilities() {
-		switch x.GetRpc().GetType() {
-		case csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
-			caps.CreateDelete = true
-		case csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:
-			caps.PublishUnpublish = true
-		case csi.ControllerServiceCapability_RPC_EXPAND_VOLUME:
-			caps.Expand = true
-		case csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
-			caps.SingleNodeMultiWriter = true
-		}
+	caps := Capabilities{
+		Topology:              info.Plugin[csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS],
+		CreateDelete:          cc[csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME],
+		PublishUnpublish:      cc[csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME],
+		Expand:                cc[csi.ControllerServiceCapability_RPC_EXPAND_VOLUME],
+		SingleNodeMultiWriter: cc[csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER],
 	}
 	c.caps, c.probed = caps, true
 	return caps, nil
@@ -161,12 +140,11 @@ func (p *Pool) Get(driver string) (*Conn, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %s", ErrNoEndpoint, driver)
 	}
-	path, _ := socketPath(ep)
-	cc, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cl, err := csiclient.Dial(ep)
 	if err != nil {
-		return nil, fmt.Errorf("csiconn: dial %s: %w", driver, err)
+		return nil, fmt.Errorf("csiconn: %s: %w", driver, err)
 	}
-	c := &Conn{Driver: driver, Identity: csi.NewIdentityClient(cc), Controller: csi.NewControllerClient(cc), cc: cc}
+	c := &Conn{Client: cl, Driver: driver}
 	p.conns[driver] = c
 	return c, nil
 }
@@ -177,7 +155,7 @@ func (p *Pool) Close() error {
 	defer p.mu.Unlock()
 	var errs []error
 	for d, c := range p.conns {
-		errs = append(errs, c.cc.Close())
+		errs = append(errs, c.Client.Close())
 		delete(p.conns, d)
 	}
 	return errors.Join(errs...)

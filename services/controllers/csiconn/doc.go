@@ -5,7 +5,8 @@
 // to each driver), dialled lazily over a unix socket, with the driver's
 // identity and capabilities probed once per connection.
 //
-// It is the minimal dial code the provisioner and attacher need while the
-// shared CSI client package (services/csi/csiclient) is not on main; it
-// goes when that lands.
+// The dialling and probing are the shared CSI client's
+// (services/csi/csiclient); this package adds the endpoints by driver name,
+// one connection per driver, and the capabilities the provisioner and
+// attacher need, probed once.
 package csiconn
