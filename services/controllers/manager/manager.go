@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
+	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
 	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
 	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
@@ -120,6 +121,9 @@ var Controllers = []controller{
 	}},
 	{"csi-provisioner", func(m mgr, c Config) error {
 		return ok(csiprovisioner.New(m, csiprovisioner.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
+	}},
+	{"attachdetach", func(m mgr, c Config) error {
+		return ok(csiattacher.New(m, csiattacher.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
 	}},
 }
 

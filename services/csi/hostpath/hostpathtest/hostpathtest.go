@@ -67,12 +67,13 @@ func Start(t testing.TB, nodeID string, capacity int64) *Driver {
 	return d
 }
 
-// Volumes are the ids of the volumes the driver holds.
-func (d *Driver) Volumes(t testing.TB) map[string]bool {
+// Volumes are the volumes the driver holds, by id, with the ids of the
+// nodes each is published (attached) to.
+func (d *Driver) Volumes(t testing.TB) map[string][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := map[string]bool{}
+	out := map[string][]string{}
 	var token string
 	for {
 		resp, err := d.Client.Controller.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: token})
@@ -80,7 +81,7 @@ func (d *Driver) Volumes(t testing.TB) map[string]bool {
 			t.Fatalf("ListVolumes: %v", err)
 		}
 		for _, e := range resp.GetEntries() {
-			out[e.GetVolume().GetVolumeId()] = true
+			out[e.GetVolume().GetVolumeId()] = e.GetStatus().GetPublishedNodeIds()
 		}
 		if token = resp.GetNextToken(); token == "" {
 			return out

@@ -1,8 +1,9 @@
-package persistentvolume_test
+package storagee2e_test
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
 	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/persistentvolume"
@@ -101,9 +103,12 @@ func (s *storage) claim(t *testing.T, name string, class *string, size string, s
 	return got
 }
 
-func (s *storage) pod(t *testing.T, name, claim string) {
+func (s *storage) pod(t *testing.T, name, claim string) { s.podOn(t, name, claim, "") }
+
+// podOn makes a pod using claim, bound to node when node is not "".
+func (s *storage) podOn(t *testing.T, name, claim, node string) {
 	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{NodeName: node,
 		Containers: []corev1.Container{{Name: "c", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
@@ -216,18 +221,44 @@ func TestStorage(t *testing.T) {
 			terms[0].MatchExpressions[0].Values[0] != driverNode {
 			t.Errorf("volume node affinity %+v, want %s=%s", terms, hostpath.TopologyKey, driverNode)
 		}
-		if !s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle] {
+		if _, ok := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; !ok {
 			t.Fatalf("the driver has no volume %s", pv.Spec.CSI.VolumeHandle)
 		}
+		// No CSIDriver object: attachment is required. The attach/detach
+		// controller makes the VolumeAttachment, the attacher publishes.
+		va := s.waitAttached(t, pv, driverNode)
+		if !slices.Contains(va.Finalizers, csiattacher.Finalizer(hostpath.DriverName)) {
+			t.Errorf("attachment finalizers %v, want %s", va.Finalizers, csiattacher.Finalizer(hostpath.DriverName))
+		}
+		if got := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; !slices.Equal(got, []string{driverNode}) {
+			t.Errorf("the driver has the volume published to %v, want [%s]", got, driverNode)
+		}
+		if fs := s.getVolume(t, pv.Name).Finalizers; !slices.Contains(fs, "external-attacher/hostpath-csi-cairn-dev") {
+			t.Errorf("volume finalizers %v, want the attacher's", fs)
+		}
+		unique := csiattacher.UniqueVolumeName(hostpath.DriverName, pv.Spec.CSI.VolumeHandle)
+		controlplanetest.Eventually(t, wait, "node volumesAttached", func() bool {
+			n, err := s.Client.CoreV1().Nodes().Get(context.Background(), driverNode, metav1.GetOptions{})
+			return err == nil && slices.ContainsFunc(n.Status.VolumesAttached, func(a corev1.AttachedVolume) bool { return a.Name == unique })
+		})
 		for _, r := range []string{csiprovisioner.ReasonProvisioning, csiprovisioner.ReasonProvisioningSucceeded} {
 			s.eventMessage(t, pvc.Name, r)
 		}
 
-		// Reclaim Delete: the pod and the claim go, DeleteVolume, the PV goes.
+		// Reclaim Delete: the pod goes (the volume is detached:
+		// ControllerUnpublishVolume, the attachment deleted), the claim
+		// goes, DeleteVolume, the PV goes.
 		s.deletePod(t, "wffc-pod")
+		controlplanetest.Eventually(t, wait, "the attachment deleted", func() bool {
+			_, err := s.Client.StorageV1().VolumeAttachments().Get(context.Background(), va.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		if got := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; len(got) != 0 {
+			t.Errorf("the volume is still published to %v after detach", got)
+		}
 		s.deleteClaim(t, pvc.Name)
 		controlplanetest.Eventually(t, wait, "the Delete volume deleted", func() bool { return s.getVolume(t, pv.Name) == nil })
-		if s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle] {
+		if _, ok := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; ok {
 			t.Errorf("the driver still has volume %s after its PV was deleted", pv.Spec.CSI.VolumeHandle)
 		}
 	})
@@ -249,7 +280,7 @@ func TestStorage(t *testing.T) {
 			v := s.getVolume(t, pv.Name)
 			return v != nil && v.Status.Phase == corev1.VolumeReleased
 		})
-		if !s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle] {
+		if _, ok := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; !ok {
 			t.Errorf("the driver lost the retained volume %s", pv.Spec.CSI.VolumeHandle)
 		}
 	})
@@ -313,6 +344,61 @@ func TestStorage(t *testing.T) {
 			t.Errorf("claim nothing phase %s, want Pending", got.Status.Phase)
 		}
 	})
+
+	t.Run("AttachError", func(t *testing.T) {
+		// A pod put on a node whose CSINode lacks the driver (bypassing
+		// the scheduler): the attach/detach controller makes the
+		// attachment, the attacher records attachError and leaves it
+		// unattached.
+		pvc := s.claim(t, "err-data", str("immediate"), "16Mi", nil)
+		_, pv := s.waitBound(t, pvc.Name)
+		s.podOn(t, "err-pod", pvc.Name, otherNode)
+		name := csiattacher.AttachmentName(pv.Spec.CSI.VolumeHandle, hostpath.DriverName, otherNode)
+		var got *storagev1.VolumeAttachment
+		controlplanetest.Eventually(t, wait, "attachError", func() bool {
+			var err error
+			got, err = s.Client.StorageV1().VolumeAttachments().Get(context.Background(), name, metav1.GetOptions{})
+			return err == nil && got.Status.AttachError != nil
+		})
+		want := `csinode.storage.k8s.io "` + otherNode + `" not found`
+		if got.Status.Attached || !strings.Contains(got.Status.AttachError.Message, want) {
+			t.Errorf("attachment status %+v, want unattached with %q", got.Status, want)
+		}
+		if got := s.driver.Volumes(t)[pv.Spec.CSI.VolumeHandle]; len(got) != 0 {
+			t.Errorf("volume published to %v", got)
+		}
+		// The pod goes: the failed attachment is deleted and detached.
+		s.deletePod(t, "err-pod")
+		controlplanetest.Eventually(t, wait, "the failed attachment deleted", func() bool {
+			_, err := s.Client.StorageV1().VolumeAttachments().Get(context.Background(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	})
+
+	t.Run("AttachNotRequired", func(t *testing.T) {
+		// A CSIDriver with attachRequired false: no VolumeAttachment.
+		no := false
+		d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: hostpath.DriverName}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}
+		if _, err := s.Client.StorageV1().CSIDrivers().Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A pod whose claim binds after the CSIDriver exists: the
+		// controller's cache has it by then (it saw the driver before the
+		// claim's volume, which was created later in the log).
+		pvc := s.claim(t, "noattach-data", str("wffc"), "16Mi", nil)
+		s.pod(t, "noattach-pod", pvc.Name)
+		_, pv := s.waitBound(t, pvc.Name)
+		// The Bound claim and the scheduled pod are in the log; wait until
+		// the controller-manager has seen them (a later write of its own
+		// shows it): the provisioner's ProvisioningSucceeded Event.
+		s.eventMessage(t, pvc.Name, csiprovisioner.ReasonProvisioningSucceeded)
+		controlplanetest.WaitForLog(t, s.Env)
+		name := csiattacher.AttachmentName(pv.Spec.CSI.VolumeHandle, hostpath.DriverName, driverNode)
+		if _, err := s.Client.StorageV1().VolumeAttachments().Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("attachment %s for a driver that needs none: %v", name, err)
+		}
+	})
+
 }
 
 // waitUnschedulable waits for the pod's PodScheduled=False Unschedulable
@@ -337,4 +423,22 @@ func (s *storage) waitUnschedulable(t *testing.T, name, want string) {
 		t.Errorf("pod %s bound to %s", name, p.Spec.NodeName)
 	}
 	s.eventMessage(t, name, "FailedScheduling")
+}
+
+// waitAttached waits for the VolumeAttachment of pv on node to be attached
+// and returns it.
+func (s *storage) waitAttached(t *testing.T, pv *corev1.PersistentVolume, node string) *storagev1.VolumeAttachment {
+	t.Helper()
+	name := csiattacher.AttachmentName(pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.Driver, node)
+	var va *storagev1.VolumeAttachment
+	controlplanetest.Eventually(t, wait, "attachment "+name+" attached", func() bool {
+		var err error
+		va, err = s.Client.StorageV1().VolumeAttachments().Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil && va.Status.Attached
+	})
+	if va.Spec.Attacher != pv.Spec.CSI.Driver || va.Spec.NodeName != node || va.Spec.Source.PersistentVolumeName == nil ||
+		*va.Spec.Source.PersistentVolumeName != pv.Name {
+		t.Errorf("attachment spec %+v, want %s of %s on %s", va.Spec, pv.Spec.CSI.Driver, pv.Name, node)
+	}
+	return va
 }
