@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
 	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
 	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
+	"github.com/cairn-dev/cairn/services/controllers/csiresizer"
 	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
@@ -121,6 +122,9 @@ var Controllers = []controller{
 	}},
 	{"csi-provisioner", func(m mgr, c Config) error {
 		return ok(csiprovisioner.New(m, csiprovisioner.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
+	}},
+	{"csi-resizer", func(m mgr, c Config) error {
+		return ok(csiresizer.New(m, csiresizer.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
 	}},
 	{"attachdetach", func(m mgr, c Config) error {
 		return ok(csiattacher.New(m, csiattacher.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))

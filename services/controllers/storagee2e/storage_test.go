@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
 	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
+	"github.com/cairn-dev/cairn/services/controllers/csiresizer"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/persistentvolume"
 	"github.com/cairn-dev/cairn/services/controllers/persistentvolume/binding"
@@ -399,6 +400,39 @@ func TestStorage(t *testing.T) {
 		}
 	})
 
+	t.Run("Expand", func(t *testing.T) {
+		// A class that allows expansion; the bound claim's request grows:
+		// ControllerExpandVolume, the PV's and the claim's capacity grow
+		// (the driver needs no node expansion).
+		mode, reclaim, yes := storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimDelete, true
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "expandable"}, Provisioner: hostpath.DriverName,
+			VolumeBindingMode: &mode, ReclaimPolicy: &reclaim, AllowVolumeExpansion: &yes}
+		if _, err := s.Client.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pvc := s.claim(t, "grow-data", str("expandable"), "16Mi", nil)
+		got, pv := s.waitBound(t, pvc.Name)
+		got.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("48Mi")
+		if _, err := s.Client.CoreV1().PersistentVolumeClaims(ns).Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want := resource.MustParse("48Mi")
+		controlplanetest.Eventually(t, wait, "claim capacity 48Mi", func() bool {
+			c := s.getClaim(t, pvc.Name).Status.Capacity[corev1.ResourceStorage]
+			return c.Cmp(want) == 0
+		})
+		if c := s.getVolume(t, pv.Name).Spec.Capacity[corev1.ResourceStorage]; c.Cmp(want) != 0 {
+			t.Errorf("volume capacity %s, want 48Mi", c.String())
+		}
+		final := s.getClaim(t, pvc.Name)
+		if len(final.Status.Conditions) != 0 || len(final.Status.AllocatedResourceStatuses) != 0 {
+			t.Errorf("claim after resize: conditions %v, allocatedResourceStatuses %v, want none", final.Status.Conditions, final.Status.AllocatedResourceStatuses)
+		}
+		for _, r := range []string{csiresizer.ReasonResizing, csiresizer.ReasonVolumeResizeSuccessful} {
+			s.eventMessage(t, pvc.Name, r)
+		}
+	})
+
 }
 
 // waitUnschedulable waits for the pod's PodScheduled=False Unschedulable
@@ -410,8 +444,10 @@ func (s *storage) waitUnschedulable(t *testing.T, name, want string) {
 	controlplanetest.Eventually(t, wait, "pod "+name+" Unschedulable", func() bool {
 		for _, c := range controlplanetest.GetPod(t, s.Env, ns, name).Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				// The scheduler may try before its caches hold the
+				// claim ("not found"); it retries when the claim arrives.
 				msg = c.Message
-				return true
+				return strings.HasPrefix(msg, want)
 			}
 		}
 		return false
