@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/controllers/csiconn"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
@@ -21,6 +22,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		signingDir            string
 		workers, maxPerSlice  int
 		nodeGrace             time.Duration
+		csiEndpoints          = csiconn.EndpointsFlag{}
 	)
 	fs := newFlagSet("controller-manager", stderr)
 	fs.serviceFlags(up.ControllerManagerKubeconfig, "")
@@ -31,6 +33,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
 	fs.StringVar(&signingDir, "cluster-signing-dir", "", "directory of the cluster CA (ca.crt, ca.key: <data-dir>/pki of cairn up) that signs approved "+
 		"CertificateSigningRequests (kube's --cluster-signing-cert-file/--cluster-signing-key-file); empty signs none")
+	fs.Var(csiEndpoints, "csi-endpoint", "a CSI driver's controller service, NAME=unix:///path (repeatable): the provisioner and attacher act for these drivers")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -44,7 +47,8 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	}
 	defer closeNATS()
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
-		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir, Log: log})
+		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir,
+		CSIEndpoints: csiEndpoints, Log: log})
 	if err != nil {
 		return err
 	}

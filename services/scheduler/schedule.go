@@ -170,6 +170,17 @@ func (s *Scheduler) bind(ctx context.Context, qp *queue.QueuedPod, pod *corev1.P
 	if s.beforeBind != nil {
 		s.beforeBind(pod)
 	}
+	if st := s.fw.RunPreBind(cctx, qp.PodInfo, node); !st.IsSuccess() {
+		// As kube: the attempt fails, the pod is retried with back-off.
+		s.unguard(key)
+		s.bindAnswered(key, false)
+		s.cache.forget(key)
+		if ctx.Err() == nil {
+			s.log.Info("prebind failed", "pod", key, "node", node, "plugin", st.Plugin(), "err", st.Message())
+		}
+		s.queue.AddBackoff(qp)
+		return
+	}
 	start := time.Now()
 	err := s.postBinding(cctx, pod, node)
 	s.stats.bindNanos.Add(int64(time.Since(start)))

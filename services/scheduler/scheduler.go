@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-dev/cairn/services/eventrecord"
 	fw "github.com/cairn-dev/cairn/services/scheduler/framework"
 	"github.com/cairn-dev/cairn/services/scheduler/plugins"
+	"github.com/cairn-dev/cairn/services/scheduler/plugins/volumebinding"
 	"github.com/cairn-dev/cairn/services/scheduler/queue"
 )
 
@@ -109,8 +110,10 @@ type Scheduler struct {
 	queue    *queue.Queue
 	fw       *fw.Framework
 	recorder *recorder
-	work     chan func()
-	stats    counters
+	// volumes are the VolumeBinding plugin's caches.
+	volumes *volumebinding.Caches
+	work    chan func()
+	stats   counters
 
 	mu     sync.Mutex
 	causes map[string]consumer.Cause
@@ -185,7 +188,6 @@ func NewScheduler(m *consumer.Manager, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
 		cfg: cfg, m: m, log: log, client: m.Client(), cache: newCache(), sharder: m.Sharder(),
 		queue:      queue.New(queue.Config{InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}),
-		fw:         plugins.NewDefaultFramework(fw.Options{Parallelism: cfg.Parallelism, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore}),
 		work:       make(chan func()),
 		violations: make(chan violation, violationQueue),
 		causes:     map[string]consumer.Cause{},
@@ -201,6 +203,11 @@ func NewScheduler(m *consumer.Manager, opts Options) (*Scheduler, error) {
 	if err := s.newCaches(); err != nil {
 		return nil, err
 	}
+	if s.volumes, err = volumebinding.NewCaches(m, s.queue.MoveAllToActiveOrBackoff); err != nil {
+		return nil, fmt.Errorf("scheduler: new: %w", err)
+	}
+	s.fw = fw.New(withVolumeBinding(plugins.Default(), volumebinding.New(s.volumes, s.client, 0)), plugins.DefaultWeights(),
+		fw.Options{Parallelism: cfg.Parallelism, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore})
 	m.Add("scheduler", consumer.RunnerFunc(s.loop))
 	m.Add("deschedule", consumer.RunnerFunc(s.deschedule))
 	if s.sharder != nil {
@@ -247,12 +254,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // WaitForSync blocks until the caches hold their first snapshot.
 func (s *Scheduler) WaitForSync(ctx context.Context) error {
-	for _, c := range []consumer.Syncer{s.classes, s.nodes, s.pods} {
+	for _, c := range append([]consumer.Syncer{s.classes, s.nodes, s.pods}, s.volumes.Syncers()...) {
 		if err := c.WaitForSync(ctx); err != nil {
 			return fmt.Errorf("scheduler: wait for sync: %w", err)
 		}
 	}
 	return nil
+}
+
+// withVolumeBinding puts vb after NodeResourcesFit, where kube-scheduler's
+// default filters run it (the first filter to reject a node explains it).
+func withVolumeBinding(ps []fw.Plugin, vb fw.Plugin) []fw.Plugin {
+	for i, p := range ps {
+		if p.Name() == plugins.NodeResourcesFitName {
+			return append(ps[:i+1:i+1], append([]fw.Plugin{vb}, ps[i+1:]...)...)
+		}
+	}
+	return append(ps, vb)
 }
 
 // Manager is the consumer.Manager the scheduler runs on.

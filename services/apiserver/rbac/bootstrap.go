@@ -225,6 +225,10 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(read, groups(appsGroup), "statefulsets"),
 			rule(read, groups(policyGroup), "poddisruptionbudgets"),
 			rule(read, groups(legacyGroup), "persistentvolumeclaims", "persistentvolumes"),
+			// kube's system:volume-scheduler, bound to the scheduler: the
+			// VolumeBinding plugin binds volumes and selects nodes.
+			rule(verbs("patch", "update"), groups(legacyGroup), "persistentvolumeclaims", "persistentvolumes"),
+			rule(read, groups(storageGroup), "storageclasses"),
 			rule(verbs("create"), groups(authenticationGroup), "tokenreviews"),
 			rule(verbs("create"), groups(authorizationGroup), "subjectaccessreviews"),
 			rule(read, groups(storageGroup), "csinodes"),

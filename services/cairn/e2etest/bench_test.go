@@ -300,7 +300,7 @@ func benchHollow(b *testing.B, nodes, deployments, replicas int) {
 
 // startHollowCluster runs nodes hollow nodes (h-0..), the controller-manager
 // and the scheduler on env, and waits for the nodes to register.
-func startHollowCluster(b *testing.B, env *controlplanetest.Env, nodes int, log *slog.Logger) {
+func startHollowCluster(b *testing.B, env *controlplanetest.Env, nodes int, log *slog.Logger, cfg ...func(*manager.Config)) {
 	ctx := context.Background()
 	ks, err := kubelet.NewHollow(kubelet.HollowConfig{RestConfig: env.Config, JS: env.JS, Nodes: nodes, NamePrefix: "h-", Log: log})
 	if err != nil {
@@ -324,7 +324,11 @@ func startHollowCluster(b *testing.B, env *controlplanetest.Env, nodes int, log 
 		}
 		return nil
 	})
-	m, err := manager.New(manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log})
+	mc := manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log}
+	for _, f := range cfg {
+		f(&mc)
+	}
+	m, err := manager.New(mc)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/cairn-dev/cairn/events/consumer"
 	"github.com/cairn-dev/cairn/services/controllers/certificates"
 	"github.com/cairn-dev/cairn/services/controllers/cronjob"
+	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
+	"github.com/cairn-dev/cairn/services/controllers/csiprovisioner"
+	"github.com/cairn-dev/cairn/services/controllers/csiresizer"
 	"github.com/cairn-dev/cairn/services/controllers/daemonset"
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
@@ -26,6 +29,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/pvcprotection"
 	"github.com/cairn-dev/cairn/services/controllers/pvprotection"
+	"github.com/cairn-dev/cairn/services/controllers/persistentvolume"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
 	"github.com/cairn-dev/cairn/services/controllers/serviceaccount"
 	"github.com/cairn-dev/cairn/services/controllers/statefulset"
@@ -73,7 +77,11 @@ type Config struct {
 	// ServiceAccountKeyDir holds the service-account signing key that
 	// signs legacy token Secrets (--service-account-private-key-file).
 	ServiceAccountKeyDir string
-	Log                  *slog.Logger
+	// CSIEndpoints are the CSI drivers' controller services, driver name
+	// -> unix:///path (--csi-endpoint NAME=unix:///path): the provisioner
+	// and attacher act for these drivers only.
+	CSIEndpoints map[string]string
+	Log          *slog.Logger
 }
 
 // controller is one entry of Controllers: its name and how to build it on
@@ -125,6 +133,18 @@ var Controllers = []controller{
 	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
+	}},
+	{"persistentvolume-binder", func(m mgr, c Config) error {
+		return ok(persistentvolume.New(m, persistentvolume.Options{Workers: c.Workers}))
+	}},
+	{"csi-provisioner", func(m mgr, c Config) error {
+		return ok(csiprovisioner.New(m, csiprovisioner.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
+	}},
+	{"csi-resizer", func(m mgr, c Config) error {
+		return ok(csiresizer.New(m, csiresizer.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
+	}},
+	{"attachdetach", func(m mgr, c Config) error {
+		return ok(csiattacher.New(m, csiattacher.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
 	}},
 }
 

@@ -45,6 +45,7 @@ type Framework struct {
 	filters    []FilterPlugin
 	preScores  []PreScorePlugin
 	scores     []weighted
+	preBinds   []PreBindPlugin
 	opts       Options
 
 	mu        sync.Mutex
@@ -84,6 +85,9 @@ func New(plugins []Plugin, weights map[string]int64, opts Options) *Framework {
 		}
 		if ps, ok := p.(PreScorePlugin); ok {
 			f.preScores = append(f.preScores, ps)
+		}
+		if pb, ok := p.(PreBindPlugin); ok {
+			f.preBinds = append(f.preBinds, pb)
 		}
 		if sp, ok := p.(ScorePlugin); ok {
 			w := weights[p.Name()]
@@ -147,6 +151,18 @@ func (f *Framework) Schedule(ctx context.Context, pod *PodInfo, snap *Snapshot) 
 	}
 	res.Node = f.selectHost(totals)
 	return res, nil
+}
+
+// RunPreBind runs the PreBind plugins in order for pod on nodeName and
+// returns the first failure. Unlike Schedule it may run concurrently with
+// other calls (bindings run in parallel).
+func (f *Framework) RunPreBind(ctx context.Context, pod *PodInfo, nodeName string) *Status {
+	for _, p := range f.preBinds {
+		if st := p.PreBind(ctx, pod, nodeName); !st.IsSuccess() {
+			return st.WithPlugin(p.Name())
+		}
+	}
+	return nil
 }
 
 // RunPreFilter runs every PreFilter plugin; plugins that return Skip have

@@ -162,3 +162,13 @@ func (c *CycleState) Clone() *CycleState {
 	}
 	return n
 }
+
+// PreBindPlugin runs after a node is chosen, before the binding is
+// posted, off the scheduling loop (one goroutine per binding): it makes
+// the writes the binding needs first (VolumeBinding binds the pod's
+// claims) and may wait for them. A failed PreBind fails the attempt: the
+// pod is retried with back-off and its binding is not posted.
+type PreBindPlugin interface {
+	Plugin
+	PreBind(ctx context.Context, pod *PodInfo, nodeName string) *Status
+}

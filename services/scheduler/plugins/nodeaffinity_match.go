@@ -14,3 +14,26 @@ func RequiredNodeAffinity(pod *corev1.Pod) (func(node *corev1.Node) bool, error)
 	}
 	return r.Match, nil
 }
+
+// NodeSelectorMatch compiles a NodeSelector (its terms ORed, as a
+// PersistentVolume's spec.nodeAffinity.required) into a predicate over
+// nodes, by the rules of the NodeAffinity filter (kube's
+// corev1.NodeSelector matching). A nil selector matches every node; an
+// error is a term the scheduler cannot evaluate.
+func NodeSelectorMatch(sel *corev1.NodeSelector) (func(node *corev1.Node) bool, error) {
+	if sel == nil {
+		return func(*corev1.Node) bool { return true }, nil
+	}
+	r := requiredNodeAffinity{terms: make([]nodeSelectorTerm, 0, len(sel.NodeSelectorTerms))}
+	for i := range sel.NodeSelectorTerms {
+		t, err := compileTerm(&sel.NodeSelectorTerms[i])
+		if err != nil {
+			return nil, err
+		}
+		r.terms = append(r.terms, t)
+	}
+	if len(r.terms) == 0 {
+		r.terms = []nodeSelectorTerm{{empty: true}}
+	}
+	return r.Match, nil
+}
