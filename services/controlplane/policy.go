@@ -31,11 +31,22 @@ func (s streamLoopback) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(r.Context())
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan struct{})}
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		defer cancel()
 		(*h).ServeHTTP(w, r.WithContext(ctx))
 		w.WriteHeader(http.StatusOK)
 		pw.Close()
+	}()
+	go func() {
+		// A client that gives up (its context ends) without closing the
+		// body must not leave the handler blocked on a write nobody reads.
+		select {
+		case <-ctx.Done():
+			_ = pw.CloseWithError(ctx.Err())
+		case <-served:
+		}
 	}()
 	select {
 	case <-w.ready:
