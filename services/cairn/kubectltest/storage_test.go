@@ -67,6 +67,10 @@ func TestKubectlStorage(t *testing.T) {
 		t.Fatalf("apply claim and pod: %s", r)
 	}
 
+	// The PersistentVolume controller makes a new volume Available.
+	eventuallyOut(t, "pv-1 Available", func() (string, error) {
+		return resultOut(c.RunWith(t, "", callTimeout, "get", "pv", "pv-1", "-o", "jsonpath={.status.phase}"))
+	}, "Available")
 	out := c.OK(t, "get", "pv,pvc,sc")
 	tables := strings.Split(strings.TrimSpace(out), "\n\n")
 	if len(tables) != 3 {
@@ -74,7 +78,7 @@ func TestKubectlStorage(t *testing.T) {
 	}
 	rows := wantHeader(t, tables[0], "NAME", "CAPACITY", "ACCESS", "MODES", "RECLAIM", "POLICY", "STATUS", "CLAIM", "STORAGECLASS",
 		"VOLUMEATTRIBUTESCLASS", "REASON", "AGE")
-	wantRow(t, rows, "persistentvolume/pv-1", "2Gi", "RWO,ROX", "Delete", "Pending", "<unset>")
+	wantRow(t, rows, "persistentvolume/pv-1", "2Gi", "RWO,ROX", "Delete", "Available", "<unset>")
 	rows = wantHeader(t, tables[1], "NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE")
 	wantRow(t, rows, "persistentvolumeclaim/data", "Pending", "fast", "<unset>")
 	rows = wantHeader(t, tables[2], "NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE")
