@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -37,9 +36,13 @@ import (
 // Build returns the resources crd serves: one per served version, in the
 // order of spec.versions, named by status.acceptedNames (which the naming
 // controller fills in). A definition whose names are not accepted yet
-// serves nothing. The error means the definition cannot be served (which
-// validation should have refused).
-func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, error) {
+// serves nothing. conv makes the definition's converter (kube's factory,
+// whose webhook client reaches conversion webhooks; NewConverters). The
+// error means the definition cannot be served: validation should have
+// refused it, or its conversion webhook's client cannot be built (a
+// caBundle that is not PEM, which kube lets a definition keep until it is
+// established).
+func Build(crd *apiextensionsv1.CustomResourceDefinition, conv *conversion.CRConverterFactory) ([]*schemas.Resource, error) {
 	names := crd.Status.AcceptedNames
 	if names.Plural == "" || names.Kind == "" {
 		return nil, nil
@@ -49,11 +52,7 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 		return nil, fmt.Errorf("custom: %s: %w", crd.Name, err)
 	}
 	terminating := apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
-	factory, err := converterFactory()
-	if err != nil {
-		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
-	}
-	conv, _, err := factory.NewConverter(crd)
+	converter, _, err := conv.NewConverter(crd)
 	if err != nil {
 		return nil, fmt.Errorf("custom: %s: converter: %w", crd.Name, err)
 	}
@@ -63,23 +62,32 @@ func Build(crd *apiextensionsv1.CustomResourceDefinition) ([]*schemas.Resource, 
 			continue
 		}
 		res, err := buildVersion(crd, v, storage, terminating)
-		if err == nil {
-			res.Custom.Converter = conv
-		}
 		if err != nil {
 			return nil, fmt.Errorf("custom: %s version %s: %w", crd.Name, v.Name, err)
 		}
+		res.Custom.Converter = converter
 		out = append(out, res)
 	}
 	return out, nil
 }
 
-// converterFactory makes the converters of definitions (kube's, with its
-// webhook client). Service references resolve to their cluster DNS names,
-// as kube's default resolver does; a url reaches the webhook directly.
-var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
-	return conversion.NewCRConverterFactory(webhook.NewDefaultServiceResolver(), nil)
-})
+// NewConverters is kube's converter factory with the resolvers its
+// webhook client uses (kube-apiserver passes apiextensions-apiserver the
+// aggregator's service resolver and its egress-selector wrapper): a
+// service reference is resolved by services and dialed as wrap's
+// resolver says. A nil services resolves a service reference to its
+// cluster DNS name (kube's default resolver); a nil wrap uses kube's
+// default client configuration.
+func NewConverters(services webhook.ServiceResolver, wrap webhook.AuthenticationInfoResolverWrapper) (*conversion.CRConverterFactory, error) {
+	if services == nil {
+		services = webhook.NewDefaultServiceResolver()
+	}
+	f, err := conversion.NewCRConverterFactory(services, wrap)
+	if err != nil {
+		return nil, fmt.Errorf("custom: converter factory: %w", err)
+	}
+	return f, nil
+}
 
 // version is what one served version needs at request time.
 type served struct {

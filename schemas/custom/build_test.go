@@ -34,12 +34,16 @@ func testCRD() *apiextensionsv1.CustomResourceDefinition {
 func ptr[T any](v T) *T { return &v }
 
 func TestBuild(t *testing.T) {
+	conv, err := NewConverters(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	crd := testCRD()
-	if rs, err := Build(crd); err != nil || len(rs) != 0 {
+	if rs, err := Build(crd, conv); err != nil || len(rs) != 0 {
 		t.Fatalf("before its names are accepted: %d resources, %v", len(rs), err)
 	}
 	crd.Status.AcceptedNames = crd.Spec.Names
-	rs, err := Build(crd)
+	rs, err := Build(crd, conv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +78,28 @@ func TestBuild(t *testing.T) {
 	}
 	if set := rs[0].Fields(u); set["metadata.name"] != "c" || set["metadata.namespace"] != "default" {
 		t.Errorf("fields = %v", set)
+	}
+}
+
+// TestBuildInvalidCABundle: a conversion webhook whose caBundle is not PEM
+// has no client, so the definition cannot be served (kube's handler
+// fails the same way, in NewConverter).
+func TestBuildInvalidCABundle(t *testing.T) {
+	conv, err := NewConverters(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := testCRD()
+	crd.Status.AcceptedNames = crd.Spec.Names
+	url := "https://127.0.0.1:1/convert"
+	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: []byte("not a certificate")}}}
+	if rs, err := Build(crd, conv); err == nil {
+		t.Fatalf("built %d resources with a bad caBundle", len(rs))
+	}
+	crd.Spec.Conversion.Webhook.ClientConfig.CABundle = nil
+	if rs, err := Build(crd, conv); err != nil || len(rs) != 2 {
+		t.Fatalf("without a caBundle: %d resources, %v", len(rs), err)
 	}
 }

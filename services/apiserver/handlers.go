@@ -68,6 +68,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if !ok && strings.Contains(info.APIGroup, ".") && s.cfg.SyncCustom != nil && s.cfg.SyncCustom(r.Context()) == nil {
 		res, ok = s.reg.Lookup(info.APIGroup, info.APIVersion, info.Resource)
 	}
+	if !ok && s.cfg.UnservableCustom != nil && strings.Contains(info.APIGroup, ".") {
+		if err := s.cfg.UnservableCustom(info.APIGroup, info.APIVersion, info.Resource); err != nil { // crd.go
+			s.log.Warn("apiserver: custom resource cannot be served", "group", info.APIGroup, "resource", info.Resource, "err", err)
+			writeStatus(w, apierrors.NewInternalError(errors.New("error resolving resource")))
+			return
+		}
+	}
 	if !ok || (!res.Namespaced && info.Namespace != "" && info.Resource != "namespaces") ||
 		(info.Subresource != "" && !res.HasSubresource(info.Subresource)) {
 		writeStatus(w, apierrors.NewNotFound(schemaGR(info.APIGroup, info.Resource), info.Name))

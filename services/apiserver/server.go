@@ -80,6 +80,12 @@ type Config struct {
 	// before answering 404, so that a kind defined a moment ago through
 	// another apiserver is found.
 	SyncCustom func(ctx context.Context) error
+	// UnservableCustom, if set, says why the custom resource of a named
+	// group that the registry does not serve cannot be served although
+	// its definition's names are accepted (crds.Controller.Unservable);
+	// such a request is answered as kube's CRD handler answers it, 500
+	// "error resolving resource", instead of 404.
+	UnservableCustom func(group, version, resource string) error
 	// Tokens signs the tokens of serviceaccounts/token (TokenRequest); nil
 	// serves no tokens (404).
 	Tokens TokenIssuer

@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-dev/cairn/events/publish"
 	history "github.com/cairn-dev/cairn/projections/history/service"
 	"github.com/cairn-dev/cairn/schemas"
+	"github.com/cairn-dev/cairn/schemas/custom"
 	"github.com/cairn-dev/cairn/schemas/discovery"
 	"github.com/cairn-dev/cairn/schemas/openapi"
 	"github.com/cairn-dev/cairn/services/apiserver"
@@ -286,7 +287,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		NodePorts:          nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
 			cp.Registry.Generation),
-		SyncCustom:  func(ctx context.Context) error { return cp.CRDs.Sync(ctx) },
+		SyncCustom: func(ctx context.Context) error { return cp.CRDs.Sync(ctx) },
+		UnservableCustom: func(group, version, resource string) error {
+			return cp.CRDs.Unservable(group, version, resource)
+		},
 		Extra:       extra,
 		Metrics:     cp.Metrics,
 		ReadyChecks: []apiserver.ReadyCheck{{Name: "etcd", Check: cp.etcdReady}, {Name: "nats", Check: cp.natsReady}, {Name: "log", Check: cp.logCheck}},
@@ -297,8 +301,14 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.Server = srv
-	cp.CRDs = crds.New(crds.Config{Store: cp.Store, Hub: cp.Hub, Registry: cp.Registry, Loopback: srv.Loopback(),
-		Log: cfg.Log.With("component", "crds")})
+	converters, err := custom.NewConverters(wh.ServiceResolver(), wh.AuthenticationInfoResolverWrapper())
+	if err != nil {
+		return nil, err
+	}
+	if cp.CRDs, err = crds.New(crds.Config{Store: cp.Store, Hub: cp.Hub, Registry: cp.Registry, Loopback: srv.Loopback(),
+		Converters: converters, Log: cfg.Log.With("component", "crds")}); err != nil {
+		return nil, err
+	}
 	cp.goRun("crds", cp.CRDs.Run)
 	if err := cp.CRDs.WaitSynced(ctx); err != nil {
 		return nil, fmt.Errorf("controlplane: custom resources: %w", err)

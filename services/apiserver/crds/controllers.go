@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/util/webhook"
 )
 
 // work reconciles queued definitions until ctx is done.
@@ -119,11 +121,29 @@ func (c *Controller) names(crd *apiextensionsv1.CustomResourceDefinition) {
 	}
 	est := apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionFalse,
 		Reason: "NotAccepted", Message: "not all names are accepted"}
-	if cond.Status == apiextensionsv1.ConditionTrue {
+	switch {
+	case cond.Status != apiextensionsv1.ConditionTrue:
+	case invalidCABundle(crd):
+		// kube's EstablishingController: not established while the
+		// conversion webhook's caBundle is not a CA bundle (validation
+		// lets a definition have one until it is established).
+		est = apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionFalse,
+			Reason: "InvalidCABundle", Message: "The conversion webhook CABundle is invalid"}
+	default:
 		est = apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
 			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted"}
 	}
 	setCondition(crd, est)
+}
+
+// invalidCABundle is the EstablishingController's check: a conversion
+// webhook caBundle from which no TLS configuration can be made.
+func invalidCABundle(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	conv := crd.Spec.Conversion
+	if conv == nil || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
+		return false
+	}
+	return len(webhook.ValidateCABundle(field.NewPath(""), conv.Webhook.ClientConfig.CABundle)) > 0
 }
 
 // setCondition sets a condition, keeping its transition time when only

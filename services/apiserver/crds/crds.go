@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/schemas"
@@ -34,7 +35,12 @@ type Config struct {
 	// Loopback reaches the apiserver in-process (apiserver.Server.Loopback);
 	// nil runs the follower only (no status writes, no cleanup).
 	Loopback http.RoundTripper
-	Log      *slog.Logger
+	// Converters makes the definitions' converters (custom.NewConverters,
+	// with the admission webhooks' resolvers, so that a conversion webhook
+	// given as a service reference is reached as an admission webhook
+	// is); nil: kube's defaults.
+	Converters *conversion.CRConverterFactory
+	Log        *slog.Logger
 }
 
 // Controller follows the definitions and runs their controllers. Create
@@ -46,6 +52,9 @@ type Controller struct {
 
 	mu   sync.Mutex
 	crds map[string]*apiextensionsv1.CustomResourceDefinition
+	// broken holds why a definition with accepted names cannot be
+	// served (serve).
+	broken map[string]error
 	// applied is the revision up to which every definition change is in
 	// the registry.
 	applied events.Revision
@@ -55,16 +64,22 @@ type Controller struct {
 }
 
 // New builds a Controller.
-func New(cfg Config) *Controller {
+func New(cfg Config) (*Controller, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: cfg.Log, crds: map[string]*apiextensionsv1.CustomResourceDefinition{},
+	if cfg.Converters == nil {
+		var err error
+		if cfg.Converters, err = custom.NewConverters(nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	c := &Controller{cfg: cfg, log: cfg.Log, crds: map[string]*apiextensionsv1.CustomResourceDefinition{}, broken: map[string]error{},
 		synced: make(chan struct{}), queue: newQueue()}
 	if cfg.Loopback != nil {
 		c.client = &http.Client{Transport: cfg.Loopback, Timeout: 30 * time.Second}
 	}
-	return c
+	return c, nil
 }
 
 // Run follows the definitions until ctx is done.
@@ -225,17 +240,51 @@ func (c *Controller) apply(crd *apiextensionsv1.CustomResourceDefinition) {
 }
 
 // serve makes the registry serve crd's kinds, or none if it is not
-// established.
+// established. kube's handler also takes requests for a definition whose
+// names are accepted but which is not established yet; cairn establishes
+// in the same status write that accepts the names, so such a definition
+// is one whose conversion webhook caBundle is invalid: its requests fail
+// as kube's do, on the converter (Unservable).
 func (c *Controller) serve(crd *apiextensionsv1.CustomResourceDefinition) {
 	var rs []*schemas.Resource
-	if apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+	var broken error
+	switch {
+	case apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established):
 		var err error
-		if rs, err = custom.Build(crd); err != nil {
+		if rs, err = custom.Build(crd, c.cfg.Converters); err != nil {
 			c.log.Warn("crds: cannot serve definition", "name", crd.Name, "err", err)
-			rs = nil
+			rs, broken = nil, err
+		}
+	case apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted):
+		if _, err := custom.Build(crd, c.cfg.Converters); err != nil {
+			broken = err
 		}
 	}
+	c.mu.Lock()
+	if broken != nil {
+		c.broken[crd.Name] = broken
+	} else {
+		delete(c.broken, crd.Name)
+	}
+	c.mu.Unlock()
 	c.cfg.Registry.SetCustom(crd.Name, rs)
+}
+
+// Unservable is why the definition whose accepted names serve resource in
+// group, in a version it serves, cannot be served (its converter cannot be made, as a caBundle
+// that is not PEM), or nil if there is none such. kube's CRD handler
+// answers such a request with an internal error "error resolving
+// resource".
+func (c *Controller) Unservable(group, version, resource string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, err := range c.broken {
+		crd := c.crds[name]
+		if crd != nil && crd.Spec.Group == group && crd.Status.AcceptedNames.Plural == resource && apihelpers.HasServedCRDVersion(crd, version) {
+			return err
+		}
+	}
+	return nil
 }
 
 // remove stops serving a deleted definition; the others of its group may
@@ -244,6 +293,7 @@ func (c *Controller) remove(name string) {
 	c.mu.Lock()
 	old := c.crds[name]
 	delete(c.crds, name)
+	delete(c.broken, name)
 	var requeue []string
 	if old != nil {
 		for n, other := range c.crds {

@@ -12,7 +12,9 @@
 //     another definition of the group has them (status.acceptedNames and
 //     the NamesAccepted condition, as kube's NamingConditionController),
 //     and the establishing controller: Established once the names are
-//     accepted;
+//     accepted, unless the conversion webhook's caBundle is invalid
+//     (Established False, reason InvalidCABundle; requests for its kinds
+//     then fail as kube's do, see Unservable);
 //   - the finalizer: a deleted definition (which the apiserver marks
 //     Terminating with the customresourcecleanup.apiextensions.k8s.io
 //     finalizer) has its objects deleted, and then its finalizer removed.

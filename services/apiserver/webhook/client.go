@@ -44,12 +44,32 @@ func newClientManager(r *resolver) (*webhookutil.ClientManager, error) {
 	return &cm, nil
 }
 
+// ServiceResolver and AuthenticationInfoResolverWrapper give another
+// client of webhooks (kube's CRD conversion webhook converter, which
+// builds its own ClientManager from these two, as kube-apiserver hands
+// them to apiextensions-apiserver) the resolvers the admission webhooks
+// use: a service reference is resolved from this Dispatcher's Service and
+// EndpointSlice caches and dialed inside its endpoint's node namespace;
+// a url is dialed as it is; no proxy, no client credentials. They work
+// once Run has filled the caches.
+func (d *Dispatcher) ServiceResolver() webhookutil.ServiceResolver { return d.resolver }
+
+// AuthenticationInfoResolverWrapper: see ServiceResolver. It replaces the
+// resolver it wraps (kube's default, which reads no kubeconfig here).
+func (d *Dispatcher) AuthenticationInfoResolverWrapper() webhookutil.AuthenticationInfoResolverWrapper {
+	return func(webhookutil.AuthenticationInfoResolver) webhookutil.AuthenticationInfoResolver {
+		return authInfo{d.resolver}
+	}
+}
+
 func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 
 // authInfo is the AuthenticationInfoResolver: no client credentials
 // (kube-apiserver's default without --admission-control-config-file
 // kubeconfigs), the netns dialer for services.
 type authInfo struct{ r *resolver }
+
+var _ webhookutil.AuthenticationInfoResolver = authInfo{}
 
 func (a authInfo) ClientConfigFor(string) (*rest.Config, error) {
 	return &rest.Config{Proxy: noProxy}, nil

@@ -59,6 +59,7 @@ type Dispatcher struct {
 	services   *objects[corev1.Service]
 	slices     *objects[discoveryv1.EndpointSlice]
 	clients    *webhookutil.ClientManager
+	resolver   *resolver
 	filter     cel.ConditionCompiler
 
 	synced   chan struct{}
@@ -81,7 +82,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		services: newObjects[corev1.Service](), slices: newObjects[discoveryv1.EndpointSlice](),
 		filter: cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())),
 		synced: make(chan struct{})}
-	cm, err := newClientManager(&resolver{d: d, nodes: map[string]string{}})
+	d.resolver = &resolver{d: d, nodes: map[string]string{}}
+	cm, err := newClientManager(d.resolver)
 	if err != nil {
 		return nil, err
 	}
