@@ -255,7 +255,7 @@ func TestValidateService(t *testing.T) {
 		{"LoadBalancer class not a qualified name", func(s *corev1.Service) {
 			c := "a/b/c"
 			s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, &c
-		}, []string{"FieldValueInvalid spec.loadBalancerClass: a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"}},
+		}, []string{"FieldValueInvalid spec.loadBalancerClass: a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"}},
 		{"LoadBalancer class on ClusterIP", func(s *corev1.Service) {
 			c := "example.com/lb"
 			s.Spec.LoadBalancerClass = &c
