@@ -226,6 +226,50 @@ func TestValidateService(t *testing.T) {
 			[]string{"FieldValueInvalid spec.externalTrafficPolicy: may only be set for externally-accessible services"}},
 		{"external IP loopback", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"127.0.0.1"} },
 			[]string{"FieldValueInvalid spec.externalIPs[0]: may not be in the loopback range (127.0.0.0/8, ::1/128)"}},
+		{"external IP not an IP", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.300"} },
+			[]string{"FieldValueInvalid spec.externalIPs[0]: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"}},
+		{"external IP unspecified", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"0.0.0.0"} },
+			[]string{"FieldValueInvalid spec.externalIPs[0]: may not be unspecified (0.0.0.0)"}},
+		{"external IP link-local", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"169.254.1.1"} },
+			[]string{"FieldValueInvalid spec.externalIPs[0]: may not be in the link-local range (169.254.0.0/16, fe80::/10)"}},
+		{"external IPs make a ClusterIP externally accessible", func(s *corev1.Service) {
+			s.Spec.ExternalIPs, s.Spec.ExternalTrafficPolicy = []string{"192.0.2.7"}, corev1.ServiceExternalTrafficPolicyLocal
+		}, nil},
+		{"external traffic policy unknown", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, "Nearest"
+		}, []string{`FieldValueNotSupported spec.externalTrafficPolicy: supported values: "Cluster", "Local"`}},
+		{"internal traffic policy unknown", func(s *corev1.Service) {
+			p := corev1.ServiceInternalTrafficPolicy("Nearest")
+			s.Spec.InternalTrafficPolicy = &p
+		}, []string{`FieldValueNotSupported spec.internalTrafficPolicy: supported values: "Cluster", "Local"`}},
+		{"health-check node port on NodePort", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalTrafficPolicy, s.Spec.HealthCheckNodePort = corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 30100
+		}, []string{"FieldValueInvalid spec.healthCheckNodePort: may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"}},
+		{"LoadBalancer Local without a health-check node port", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
+		}, []string{"FieldValueRequired spec.healthCheckNodePort: "}},
+		{"LoadBalancer class", func(s *corev1.Service) {
+			c := "example.com/lb"
+			s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, &c
+		}, nil},
+		{"LoadBalancer class not a qualified name", func(s *corev1.Service) {
+			c := "a/b/c"
+			s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, &c
+		}, []string{"FieldValueInvalid spec.loadBalancerClass: a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"}},
+		{"LoadBalancer class on ClusterIP", func(s *corev1.Service) {
+			c := "example.com/lb"
+			s.Spec.LoadBalancerClass = &c
+		}, []string{"FieldValueForbidden spec.loadBalancerClass: may only be used when `type` is 'LoadBalancer'"}},
+		{"allocateLoadBalancerNodePorts on NodePort", func(s *corev1.Service) {
+			no := false
+			s.Spec.Type, s.Spec.AllocateLoadBalancerNodePorts = corev1.ServiceTypeNodePort, &no
+		}, []string{"FieldValueForbidden spec.allocateLoadBalancerNodePorts: may only be used when `type` is 'LoadBalancer'"}},
+		{"source ranges on ClusterIP", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"} },
+			[]string{"FieldValueForbidden spec.LoadBalancerSourceRanges: may only be used when `type` is 'LoadBalancer'"}},
+		{"source ranges annotation", func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Annotations = map[string]string{corev1.AnnotationLoadBalancerSourceRangesKey: "10.0.0.0/8, nope"}
+		}, []string{"FieldValueInvalid metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]: must be a list of IP ranges. For example, 10.240.0.0/24,10.250.0.0/24 "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,6 +346,37 @@ func TestServiceTable(t *testing.T) {
 			if row := res.Table.Row(svc); !slices.Equal(row, tt.want) {
 				t.Errorf("row %#v\nwant %#v", row, tt.want)
 			}
+		})
+	}
+}
+
+// TestValidateServiceStatus: ValidateLoadBalancerStatus's checks of the
+// status subresource.
+func TestValidateServiceStatus(t *testing.T) {
+	res := mustLookup(t, testRegistry(), "", "services")
+	vip, bad := corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPMode("Tunnel")
+	tests := []struct {
+		name    string
+		ingress []corev1.LoadBalancerIngress
+		want    []string
+	}{
+		{"ip and hostname", []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}, {Hostname: "lb.example.com"}}, nil},
+		{"not an IP", []corev1.LoadBalancerIngress{{IP: "lb", IPMode: &vip}},
+			[]string{"FieldValueInvalid status.loadBalancer.ingress[0].ip: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"}},
+		{"hostname an IP", []corev1.LoadBalancerIngress{{Hostname: "192.0.2.1"}},
+			[]string{"FieldValueInvalid status.loadBalancer.ingress[0].hostname: must be a DNS name, not an IP address"}},
+		{"ipMode without ip", []corev1.LoadBalancerIngress{{Hostname: "lb.example.com", IPMode: &vip}},
+			[]string{"FieldValueForbidden status.loadBalancer.ingress[0].ipMode: may not be specified when `ip` is not"}},
+		{"ipMode unknown", []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &bad}},
+			[]string{`FieldValueNotSupported status.loadBalancer.ingress[0].ipMode: supported values: "Proxy", "VIP"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := allocated(created(res, newService("web")), "10.96.0.10")
+			old.Spec.Type = corev1.ServiceTypeLoadBalancer
+			svc := old.DeepCopy()
+			svc.Status.LoadBalancer.Ingress = tt.ingress
+			wantDetails(t, res.ValidateStatus(svc, old), tt.want)
 		})
 	}
 }

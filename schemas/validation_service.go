@@ -27,6 +27,7 @@ var (
 	supportedIPFamilies          = sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)
 	supportedIPFamilyPolicies    = sets.New(corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack)
 	supportedServicePortProtocol = sets.New(corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP)
+	supportedLoadBalancerIPModes = sets.New(corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeProxy)
 )
 
 // maxClientIPAffinitySeconds is core.MaxClientIPServiceAffinitySeconds.
@@ -202,6 +203,20 @@ func validateLoadBalancerFields(svc *corev1.Service, specPath *field.Path) field
 		}
 		for i, v := range spec.LoadBalancerSourceRanges {
 			errs = append(errs, validation.IsValidCIDR(p.Index(i), strings.TrimSpace(v))...)
+		}
+	} else if v, ok := svc.Annotations[corev1.AnnotationLoadBalancerSourceRangesKey]; ok {
+		// The annotation that came before the field, checked the same way.
+		p := field.NewPath("metadata", "annotations").Key(corev1.AnnotationLoadBalancerSourceRangesKey)
+		if !lb {
+			errs = append(errs, field.Forbidden(p, "may only be used when `type` is 'LoadBalancer'"))
+		}
+		if v = strings.TrimSpace(v); v != "" {
+			for _, cidr := range strings.Split(v, ",") {
+				cidr = strings.TrimSpace(cidr)
+				if _, err := netip.ParsePrefix(cidr); err != nil {
+					errs = append(errs, field.Invalid(p, cidr, "must be a list of IP ranges. For example, 10.240.0.0/24,10.250.0.0/24 "))
+				}
+			}
 		}
 	}
 	if spec.AllocateLoadBalancerNodePorts != nil && !lb {
@@ -414,18 +429,32 @@ func validateServiceUpdate(svc, old *corev1.Service) field.ErrorList {
 	return append(errs, validateService(svc)...)
 }
 
-// validateServiceStatusUpdate is ValidateServiceStatusUpdate: the
-// load-balancer ingress points are IPs (a hostname is not checked).
+// validateServiceStatusUpdate is ValidateServiceStatusUpdate
+// (ValidateLoadBalancerStatus): an ingress point's ip is an IP, its
+// hostname a DNS name and not an IP, and ipMode (VIP or Proxy) goes with
+// an ip only.
 func validateServiceStatusUpdate(svc, _ *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
 	p := field.NewPath("status", "loadBalancer", "ingress")
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
+		idx := p.Index(i)
 		if ing.IP != "" {
-			errs = append(errs, validation.IsValidIP(p.Index(i).Child("ip"), ing.IP)...)
+			errs = append(errs, validation.IsValidIP(idx.Child("ip"), ing.IP)...)
+		}
+		switch {
+		case ing.IPMode != nil && ing.IP == "":
+			errs = append(errs, field.Forbidden(idx.Child("ipMode"), "may not be specified when `ip` is not"))
+		case ing.IPMode != nil && !supportedLoadBalancerIPModes.Has(*ing.IPMode):
+			errs = append(errs, field.NotSupported(idx.Child("ipMode"), *ing.IPMode, sets.List(supportedLoadBalancerIPModes)))
+		case ing.IPMode == nil && ing.IP != "":
+			errs = append(errs, field.Required(idx.Child("ipMode"), "must be specified when `ip` is set"))
 		}
 		if ing.Hostname != "" {
 			for _, msg := range validation.IsDNS1123Subdomain(ing.Hostname) {
-				errs = append(errs, field.Invalid(p.Index(i).Child("hostname"), ing.Hostname, msg))
+				errs = append(errs, field.Invalid(idx.Child("hostname"), ing.Hostname, msg))
+			}
+			if _, err := netip.ParseAddr(ing.Hostname); err == nil {
+				errs = append(errs, field.Invalid(idx.Child("hostname"), ing.Hostname, "must be a DNS name, not an IP address"))
 			}
 		}
 	}

@@ -70,55 +70,152 @@ func New(cli *clientv3.Client, ips IPRange, ports PortRange) *Allocator {
 	return &Allocator{IPs: ips, Ports: ports, cli: cli}
 }
 
-// Prepare is kube's initIPFamilyFields on a single-stack IPv4 cluster, run
-// before validation: the cluster IP fields are validated first, ipFamilyPolicy defaults to SingleStack and
-// ipFamilies to [IPv4] (an update keeps what the old service had), and
-// what needs IPv6 is refused.
+// Prepare is kube's initIPFamilyFields (pkg/registry/core/service/storage
+// alloc.go) on this cluster, run before validation: it defaults
+// ipFamilyPolicy (the old service's on an update; RequireDualStack for a
+// headless Service without a selector, SingleStack otherwise) and
+// ipFamilies (from the cluster IPs, else the cluster's family), and
+// refuses with kube's field errors what the cluster cannot give: a family
+// it has no range for (an IPv6 cluster IP or family here), RequireDualStack
+// on a single-stack cluster, and a single-stack policy with two IPs or
+// families.
 func (a *Allocator) Prepare(svc, old *corev1.Service) field.ErrorList {
 	if !schemas.NeedsClusterIP(svc) {
 		return nil
+	}
+	if old != nil && matchingPreferDualStack(svc, old) {
+		return nil
+	}
+	spec := &svc.Spec
+	headlessSelectorless := spec.ClusterIP == corev1.ClusterIPNone && len(spec.Selector) == 0
+	if spec.IPFamilyPolicy == nil {
+		switch {
+		case old != nil && old.Spec.IPFamilyPolicy != nil:
+			spec.IPFamilyPolicy = ptr(*old.Spec.IPFamilyPolicy)
+		case headlessSelectorless:
+			spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicyRequireDualStack)
+		default:
+			spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicySingleStack)
+		}
 	}
 	// kube's loose pre-validation, so that what follows sees IPs.
 	if errs := schemas.ValidateServiceClusterIPs(svc); len(errs) > 0 {
 		return errs
 	}
-	spec := &svc.Spec
-	if old != nil && schemas.NeedsClusterIP(old) {
-		if len(spec.IPFamilies) == 0 {
-			spec.IPFamilies = slices.Clone(old.Spec.IPFamilies)
-		}
-		if spec.IPFamilyPolicy == nil && old.Spec.IPFamilyPolicy != nil {
-			p := *old.Spec.IPFamilyPolicy
-			spec.IPFamilyPolicy = &p
-		}
-	}
 	var errs field.ErrorList
-	specPath := field.NewPath("spec")
-	if p := spec.IPFamilyPolicy; p != nil && *p == corev1.IPFamilyPolicyRequireDualStack {
-		errs = append(errs, field.Invalid(specPath.Child("ipFamilyPolicy"), *p, "this cluster is not configured for dual-stack services"))
-	}
-	for i, f := range spec.IPFamilies {
-		if f == corev1.IPv6Protocol {
-			errs = append(errs, field.Invalid(specPath.Child("ipFamilies").Index(i), f, "not configured on this cluster"))
+	policyPath := field.NewPath("spec", "ipFamilyPolicy")
+	single := *spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack
+	if old != nil {
+		if single {
+			// Single-stack with the fields unchanged is the intent to drop
+			// the secondary family; the primary is immutable.
+			if slices.Equal(old.Spec.ClusterIPs, spec.ClusterIPs) && len(spec.ClusterIPs) > 1 {
+				spec.ClusterIPs = spec.ClusterIPs[:1]
+			}
+			if slices.Equal(old.Spec.IPFamilies, spec.IPFamilies) && len(spec.IPFamilies) > 1 {
+				spec.IPFamilies = spec.IPFamilies[:1]
+			}
+		} else {
+			if len(spec.ClusterIPs) > 0 && len(spec.ClusterIPs) < len(old.Spec.ClusterIPs) {
+				errs = append(errs, field.Invalid(policyPath, spec.IPFamilyPolicy, "must be 'SingleStack' to release the secondary cluster IP"))
+			}
+			if len(spec.IPFamilies) > 0 && len(spec.IPFamilies) < len(old.Spec.IPFamilies) {
+				errs = append(errs, field.Invalid(policyPath, spec.IPFamilyPolicy, "must be 'SingleStack' to release the secondary IP family"))
+			}
 		}
 	}
+	if single {
+		if len(spec.ClusterIPs) == 2 {
+			errs = append(errs, field.Invalid(policyPath, spec.IPFamilyPolicy, "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified"))
+		}
+		if len(spec.IPFamilies) == 2 {
+			errs = append(errs, field.Invalid(policyPath, spec.IPFamilyPolicy, "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"))
+		}
+	}
+	// Families inferred from the cluster IPs the client gave.
 	for i, s := range spec.ClusterIPs {
-		if ip, err := netip.ParseAddr(s); err == nil && ip.Is6() && !ip.Is4In6() {
-			errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(i), s, "IPv6 is not configured on this cluster"))
+		if s == corev1.ClusterIPNone {
+			break
+		}
+		if i < len(spec.IPFamilies) {
+			continue
+		}
+		fam := familyOf(s)
+		if !a.hasFamily(fam) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(i), spec.ClusterIPs, fmt.Sprintf("%s is not configured on this cluster", fam)))
+		} else {
+			spec.IPFamilies = append(spec.IPFamilies, fam)
 		}
 	}
 	if len(errs) > 0 {
 		return errs
 	}
-	if spec.IPFamilyPolicy == nil {
-		p := corev1.IPFamilyPolicySingleStack
-		spec.IPFamilyPolicy = &p
+	if headlessSelectorless {
+		// Allowed more than other services: a headless Service without
+		// a selector may name both families on a single-stack cluster.
+		if len(spec.IPFamilies) == 0 {
+			spec.IPFamilies = []corev1.IPFamily{a.defaultFamily()}
+		}
+		if len(spec.IPFamilies) < 2 && !single {
+			spec.IPFamilies = append(spec.IPFamilies, otherFamily(spec.IPFamilies[0]))
+		}
+		return nil
+	}
+	if *spec.IPFamilyPolicy == corev1.IPFamilyPolicyRequireDualStack && len(a.families()) < 2 {
+		errs = append(errs, field.Invalid(policyPath, spec.IPFamilyPolicy, "this cluster is not configured for dual-stack services"))
+	}
+	for i, f := range spec.IPFamilies {
+		if !a.hasFamily(f) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilies").Index(i), f, "not configured on this cluster"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	if len(spec.IPFamilies) == 0 {
-		spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		spec.IPFamilies = []corev1.IPFamily{a.defaultFamily()}
+	}
+	if !single && len(spec.IPFamilies) == 1 && len(a.families()) == 2 {
+		spec.IPFamilies = append(spec.IPFamilies, otherFamily(spec.IPFamilies[0]))
 	}
 	return nil
 }
+
+// families are the IP families this cluster has a service range for:
+// IPv4 only (IPRange is IPv4).
+func (a *Allocator) families() []corev1.IPFamily { return []corev1.IPFamily{corev1.IPv4Protocol} }
+
+func (a *Allocator) hasFamily(f corev1.IPFamily) bool { return slices.Contains(a.families(), f) }
+
+// defaultFamily is the family of the first --service-cluster-ip-range.
+func (a *Allocator) defaultFamily() corev1.IPFamily { return a.families()[0] }
+
+func familyOf(s string) corev1.IPFamily {
+	if ip, err := netip.ParseAddr(s); err == nil && ip.Is6() && !ip.Is4In6() {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
+}
+
+func otherFamily(f corev1.IPFamily) corev1.IPFamily {
+	if f == corev1.IPv4Protocol {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
+}
+
+// matchingPreferDualStack is kube's isMatchingPreferDualStackClusterIPFields:
+// a PreferDualStack service updated without touching its IP fields is
+// neither upgraded nor downgraded when the cluster's stack changed.
+func matchingPreferDualStack(svc, old *corev1.Service) bool {
+	pref := func(s *corev1.Service) bool {
+		return s.Spec.IPFamilyPolicy != nil && *s.Spec.IPFamilyPolicy == corev1.IPFamilyPolicyPreferDualStack
+	}
+	return pref(svc) && pref(old) && slices.Equal(svc.Spec.ClusterIPs, old.Spec.ClusterIPs) &&
+		slices.Equal(svc.Spec.IPFamilies, old.Spec.IPFamilies)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Taken is the allocation as read from etcd: cluster IPs (offsets in the
 // range) and node ports. A nil *Taken means "not read": Assign then

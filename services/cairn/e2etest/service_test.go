@@ -89,6 +89,8 @@ func TestServices(t *testing.T) {
 		t.Logf("answers: %v", seen)
 	})
 
+	t.Run("kubectl port-forward svc/web", func(t *testing.T) { c.checkPortForwardService(t, "web", 80, 8080, podNames(web)) })
+
 	t.Run("a pod reaches the apiserver at https://10.96.0.1", func(t *testing.T) {
 		// A TLS client that checks the serving certificate for the name
 		// kubernetes.default.svc against the cluster CA; /version is open

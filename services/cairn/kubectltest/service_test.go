@@ -84,4 +84,5 @@ func testService(t *testing.T, c *cluster) {
 	for _, name := range []string{"api", "db"} {
 		c.OK(t, "delete", "svc", name)
 	}
+	testServiceLoadBalancer(t, c)
 }

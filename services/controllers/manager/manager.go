@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/deployment"
 	"github.com/cairn-dev/cairn/services/controllers/disruption"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
+	"github.com/cairn-dev/cairn/services/controllers/endpointmirror"
 	"github.com/cairn-dev/cairn/services/controllers/ephemeral"
 	"github.com/cairn-dev/cairn/services/controllers/gc"
 	"github.com/cairn-dev/cairn/services/controllers/job"
@@ -112,6 +113,9 @@ var Controllers = []controller{
 	}},
 	{"endpoints", func(m mgr, c Config) error {
 		return ok(endpoint.NewEndpoints(m, endpoint.EndpointsOptions{Workers: c.Workers}))
+	}},
+	{"endpointslicemirroring", func(m mgr, c Config) error {
+		return ok(endpointmirror.New(m, endpointmirror.Options{Workers: c.Workers}))
 	}},
 	{"job", func(m mgr, c Config) error { return ok(job.New(m, job.Options{Workers: c.Workers})) }},
 	{"ttlafterfinished", func(m mgr, c Config) error {
