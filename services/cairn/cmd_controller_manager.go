@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/controllers/certificates"
 	"github.com/cairn-dev/cairn/services/controllers/csiconn"
 	"github.com/cairn-dev/cairn/services/controllers/endpoint"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
@@ -21,7 +22,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		identity, clusterCIDR string
 		signingDir            string
 		workers, maxPerSlice  int
-		nodeGrace             time.Duration
+		nodeGrace, signingFor time.Duration
 		csiEndpoints          = csiconn.EndpointsFlag{}
 	)
 	fs := newFlagSet("controller-manager", stderr)
@@ -33,6 +34,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
 	fs.StringVar(&signingDir, "cluster-signing-dir", "", "directory of the cluster CA (ca.crt, ca.key: <data-dir>/pki of cairn up) that signs approved "+
 		"CertificateSigningRequests (kube's --cluster-signing-cert-file/--cluster-signing-key-file); empty signs none")
+	fs.DurationVar(&signingFor, "cluster-signing-duration", certificates.DefaultDuration, "the longest certificate signed for a CertificateSigningRequest (spec.expirationSeconds may ask for less, not under 10m)")
 	fs.Var(csiEndpoints, "csi-endpoint", "a CSI driver's controller service, NAME=unix:///path (repeatable): the provisioner and attacher act for these drivers")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
@@ -47,7 +49,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 	}
 	defer closeNATS()
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
-		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir,
+		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir, ClusterSigningDuration: signingFor,
 		CSIEndpoints: csiEndpoints, Log: log})
 	if err != nil {
 		return err

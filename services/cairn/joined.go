@@ -59,6 +59,12 @@ func joinCluster(ctx context.Context, server, token, dir, node string, log *slog
 	if err != nil {
 		return nil, err
 	}
+	runCtx, cancel := context.WithCancel(ctx)
+	rc, _, err = join.RotateClientCertificate(runCtx, dir, node, rc, eps.Wrap, log.With("component", "certificate-manager"))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	servers := creds.Servers
 	eps.OnChange = func(hosts []string) {
 		servers.APIServers = hosts
@@ -74,19 +80,21 @@ func joinCluster(ctx context.Context, server, token, dir, node string, log *slog
 	nc, err := nats.Connect(strings.Join(servers.NATS, ","), nats.Name("cairn-kubelet-"+node), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("nats %v: %w", servers.NATS, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
+		cancel()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		nc.Close()
+		cancel()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
 	j := &joinedNode{creds: creds, eps: eps, rc: rc, js: js, nc: nc, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(j.done)

@@ -17,6 +17,23 @@ const ContextName = "cairn"
 // authenticating as user with the client certificate certPEM and its key
 // keyPEM. An existing file is replaced, not merged.
 func Write(path, server string, caPEM, certPEM, keyPEM []byte, user string) error {
+	auth := clientcmdapi.NewAuthInfo()
+	auth.ClientCertificateData = certPEM
+	auth.ClientKeyData = keyPEM
+	return write(path, server, caPEM, user, auth)
+}
+
+// WriteCertFile is Write with the client certificate and key read from
+// certFile (one PEM file holding both, as client-go's certificate store
+// keeps them), so that a client rereads it when it is renewed.
+func WriteCertFile(path, server string, caPEM []byte, certFile, user string) error {
+	auth := clientcmdapi.NewAuthInfo()
+	auth.ClientCertificate = certFile
+	auth.ClientKey = certFile
+	return write(path, server, caPEM, user, auth)
+}
+
+func write(path, server string, caPEM []byte, user string, auth *clientcmdapi.AuthInfo) error {
 	if server == "" || user == "" {
 		return errors.New("kubeconfig: server and user must be set")
 	}
@@ -25,10 +42,6 @@ func Write(path, server string, caPEM, certPEM, keyPEM []byte, user string) erro
 	cluster.Server = server
 	cluster.CertificateAuthorityData = caPEM
 	cfg.Clusters[ContextName] = cluster
-
-	auth := clientcmdapi.NewAuthInfo()
-	auth.ClientCertificateData = certPEM
-	auth.ClientKeyData = keyPEM
 	cfg.AuthInfos[user] = auth
 
 	ctx := clientcmdapi.NewContext()

@@ -162,13 +162,31 @@ func Join(ctx context.Context, b Bootstrap) (Credentials, error) {
 	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 		return c, fmt.Errorf("join: %w", err)
 	}
+	// The kubelet's certificate goes to its store, where rotation renews
+	// it (see RotateClientCertificate); the proxy's is kept in its
+	// kubeconfig.
 	node := "system:node:" + b.Node
-	if err := requestKubeconfig(ctx, client, c.Kubeconfig, u, caPEM, pkix.Name{CommonName: node, Organization: []string{"system:nodes"}},
-		certificatesv1.KubeAPIServerClientKubeletSignerName); err != nil {
+	certPEM, keyPEM, err := requestCertificate(ctx, client, c.Kubeconfig+".key", pkix.Name{CommonName: node, Organization: []string{"system:nodes"}},
+		certificatesv1.KubeAPIServerClientKubeletSignerName)
+	if err != nil {
 		return c, err
 	}
-	if err := requestKubeconfig(ctx, client, c.ProxyKubeconfig, u, caPEM, pkix.Name{CommonName: "system:kube-proxy"},
-		certificatesv1.KubeAPIServerClientSignerName); err != nil {
+	store, err := KubeletCertStore(b.Dir)
+	if err != nil {
+		return c, err
+	}
+	if _, err := store.Update(certPEM, keyPEM); err != nil {
+		return c, fmt.Errorf("join: certificate store: %w", err)
+	}
+	if err := kubeconfig.WriteCertFile(c.Kubeconfig, u, caPEM, store.CurrentPath(), node); err != nil {
+		return c, err
+	}
+	certPEM, keyPEM, err = requestCertificate(ctx, client, c.ProxyKubeconfig+".key", pkix.Name{CommonName: "system:kube-proxy"},
+		certificatesv1.KubeAPIServerClientSignerName)
+	if err != nil {
+		return c, err
+	}
+	if err := kubeconfig.Write(c.ProxyKubeconfig, u, caPEM, certPEM, keyPEM, "system:kube-proxy"); err != nil {
 		return c, err
 	}
 	c.Issued = true
@@ -226,38 +244,36 @@ func fetchCA(ctx context.Context, server string, tok jointoken.Token) ([]byte, e
 	return pem.EncodeToMemory(block), nil
 }
 
-// requestKubeconfig gets a certificate for subject from signer through a
-// CSR and writes a kubeconfig with it. The key is kept next to the
-// kubeconfig (<path>.key) from before the CSR, so a start killed while it
-// waited finds its CSR again (the name is a digest of key and subject, as
-// the kubelet names its requests).
-func requestKubeconfig(ctx context.Context, client kubernetes.Interface, path, server string, caPEM []byte, subject pkix.Name, signer string) error {
-	keyPath := path + ".key"
-	keyPEM, err := os.ReadFile(keyPath)
+// requestCertificate gets a certificate for subject from signer through
+// a CSR. The key is kept at keyPath from before the CSR, so a start
+// killed while it waited finds its CSR again (the name is a digest of key
+// and subject, as the kubelet names its requests).
+func requestCertificate(ctx context.Context, client kubernetes.Interface, keyPath string, subject pkix.Name, signer string) (certPEM, keyPEM []byte, err error) {
+	keyPEM, err = os.ReadFile(keyPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
-			return fmt.Errorf("join: key: %w", err)
+			return nil, nil, fmt.Errorf("join: key: %w", err)
 		}
 		der, err := x509.MarshalECPrivateKey(k)
 		if err != nil {
-			return fmt.Errorf("join: key: %w", err)
+			return nil, nil, fmt.Errorf("join: key: %w", err)
 		}
 		keyPEM = pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: der})
 		if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
-			return fmt.Errorf("join: %w", err)
+			return nil, nil, fmt.Errorf("join: %w", err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("join: %w", err)
+		return nil, nil, fmt.Errorf("join: %w", err)
 	}
 	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
-		return fmt.Errorf("join: %s: %w", keyPath, err)
+		return nil, nil, fmt.Errorf("join: %s: %w", keyPath, err)
 	}
 	ek := key.(*ecdsa.PrivateKey)
 	req, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, ek)
 	if err != nil {
-		return fmt.Errorf("join: csr: %w", err)
+		return nil, nil, fmt.Errorf("join: csr: %w", err)
 	}
 	reqPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: req})
 	pub, _ := x509.MarshalPKIXPublicKey(&ek.PublicKey)
@@ -266,13 +282,13 @@ func requestKubeconfig(ctx context.Context, client kubernetes.Interface, path, s
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	reqName, uid, err := csr.RequestCertificateWithContext(ctx, client, reqPEM, name, signer, nil, usages, ek)
 	if err != nil {
-		return refused(err)
+		return nil, nil, refused(err)
 	}
-	certPEM, err := csr.WaitForCertificate(ctx, client, reqName, uid)
+	certPEM, err = csr.WaitForCertificate(ctx, client, reqName, uid)
 	if err != nil {
-		return fmt.Errorf("join: waiting for the certificate of %s (CSR %s): %w", subject.CommonName, reqName, oneLine(refused(err)))
+		return nil, nil, fmt.Errorf("join: waiting for the certificate of %s (CSR %s): %w", subject.CommonName, reqName, oneLine(refused(err)))
 	}
-	return kubeconfig.Write(path, server, caPEM, certPEM, keyPEM, subject.CommonName)
+	return certPEM, keyPEM, nil
 }
 
 // refused maps the apiserver's 401 to ErrRefused.

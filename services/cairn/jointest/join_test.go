@@ -2,7 +2,12 @@ package jointest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -161,6 +166,14 @@ func TestJoinAndFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// It names the certificate store's current file, which rotation
+		// renews.
+		if want := filepath.Join(join.NodeDir(nodeData, node), join.CertDir, join.KubeletCertPrefix+"-current.pem"); kc.CertFile != want || kc.KeyFile != want {
+			t.Errorf("node kubeconfig certificate %q key %q, want both %q", kc.CertFile, kc.KeyFile, want)
+		}
+		if err := rest.LoadTLSFiles(kc); err != nil {
+			t.Fatal(err)
+		}
 		cert := csrtest.ParseCert(t, kc.CertData)
 		if cert.Subject.CommonName != "system:node:"+node || !slices.Equal(cert.Subject.Organization, []string{"system:nodes"}) {
 			t.Errorf("node certificate subject %v", cert.Subject)
@@ -231,7 +244,109 @@ func TestJoinAndFailover(t *testing.T) {
 			t.Fatalf("CSRs after the restart: %d %v, want the 2 of the first start", len(csrs.Items), err)
 		}
 	})
+
+	t.Run("CertificateRotation", func(t *testing.T) {
+		// The node's certificate is replaced, while it is stopped, by one
+		// that is past its rotation deadline and expires in a minute:
+		// started again, the kubelet must get a new one through a CSR
+		// with its current credentials and switch its connections to it
+		// before the old one expires.
+		agent.Interrupt(30 * time.Second)
+		nodeDir := join.NodeDir(nodeData, node)
+		expires := seedExpiringCertificate(t, filepath.Join(dataA, "pki"), nodeDir, node, time.Minute)
+		store, err := join.KubeletCertStore(nodeDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeded, err := store.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent.Start()
+		waitFor(t, 90*time.Second, "a renewed certificate in the store", func() error {
+			agent.Alive()
+			c, err := store.Current()
+			if err != nil {
+				return err
+			}
+			if c.Leaf.SerialNumber.Cmp(seeded.Leaf.SerialNumber) == 0 {
+				return errors.New("still the seeded certificate")
+			}
+			return nil
+		})
+		renewed, _ := store.Current()
+		if renewed.Leaf.Subject.CommonName != "system:node:"+node || !renewed.Leaf.NotAfter.After(expires.Add(time.Hour)) {
+			t.Errorf("renewed certificate %v valid until %v", renewed.Leaf.Subject, renewed.Leaf.NotAfter)
+		}
+		csrs, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var selfRenewed bool
+		for _, c := range csrs.Items {
+			if c.Spec.Username == "system:node:"+node && condition(c, certificatesv1.CertificateApproved) && len(c.Status.Certificate) > 0 {
+				selfRenewed = true
+			}
+		}
+		if !selfRenewed {
+			t.Fatalf("no CSR of system:node:%s approved and issued among %d", node, len(csrs.Items))
+		}
+		// Past the old certificate's end, the node still renews its
+		// Lease: its connections present the new one.
+		time.Sleep(time.Until(expires))
+		waitFor(t, 60*time.Second, "a Lease renewal after the old certificate expired", func() error {
+			agent.Alive()
+			l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(expires.Add(time.Second)) {
+				return fmt.Errorf("lease renewed at %v, the old certificate expired at %v", l.Spec.RenewTime, expires)
+			}
+			return nil
+		})
+		if err := nodeReady(ctx, client, node); err != nil {
+			t.Fatal(err)
+		}
+		if out := agent.Output(); !strings.Contains(out, "client certificate rotated") {
+			t.Errorf("the agent's log does not say it rotated its certificate:\n%s", cairntest.Tail(out, 30))
+		}
+	})
 	agent.Crashed()
+}
+
+// seedExpiringCertificate puts in the node's certificate store a client
+// certificate for it from the cluster CA in caDir, valid from ten minutes
+// ago until validFor from now, and returns its end.
+func seedExpiringCertificate(t *testing.T, caDir, nodeDir, node string, validFor time.Duration) time.Time {
+	t.Helper()
+	ca, err := pki.LoadCA(caDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	certPEM, err := ca.SignRequest(tmpl, &key.PublicKey, 10*time.Minute, validFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := join.KubeletCertStore(nodeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.Update(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Leaf.NotAfter
 }
 
 func readyz(ctx context.Context, rc *rest.Config) error {

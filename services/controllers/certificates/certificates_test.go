@@ -218,3 +218,31 @@ func waitIssued(t *testing.T, csrs interface {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSigningDuration is kube's signingDuration and its
+// PermissiveSigningPolicy's end of validity.
+func TestSigningDuration(t *testing.T) {
+	sec := func(s int32) *int32 { return &s }
+	for _, c := range []struct {
+		name     string
+		signing  time.Duration
+		asked    *int32
+		want     time.Duration
+		validFor time.Duration
+	}{
+		{"default", DefaultDuration, nil, DefaultDuration, DefaultDuration - backdate},
+		{"asked less", DefaultDuration, sec(3600), time.Hour, time.Hour},
+		{"asked more", 2 * time.Hour, sec(24 * 3600), 2 * time.Hour, 2 * time.Hour},
+		{"asked under the minimum", DefaultDuration, sec(60), minDuration, minDuration},
+		{"the minimum over a shorter signing duration", time.Minute, sec(60), minDuration, minDuration},
+		{"short signing duration", time.Minute, nil, time.Minute, time.Minute},
+		{"long request", DefaultDuration, sec(10 * 3600), 10 * time.Hour, 10*time.Hour - backdate},
+	} {
+		s := &Signer{duration: c.signing}
+		csr := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{ExpirationSeconds: c.asked}}
+		got := s.durationOf(csr)
+		if got != c.want || validity(got) != c.validFor {
+			t.Errorf("%s: duration %v valid for %v after now, want %v and %v", c.name, got, validity(got), c.want, c.validFor)
+		}
+	}
+}

@@ -27,8 +27,10 @@ const SignerName = "csrsigning"
 const (
 	DefaultDuration = 365 * 24 * time.Hour
 	minDuration     = 10 * time.Minute
-	// backdate tolerates clocks a little behind the signer's (kube's 5m).
+	// backdate tolerates clocks a little behind the signer's (kube's 5m);
+	// certificates shorter than short keep their full duration after now.
 	backdate = 5 * time.Minute
+	short    = 8 * time.Hour
 )
 
 // signers are the built-in signers cairn serves, with each one's check of
@@ -112,7 +114,7 @@ func (s *Signer) Reconcile(ctx context.Context, req consumer.Request) (consumer.
 	if err != nil {
 		return consumer.Result{}, s.fail(ctx, csr, err.Error())
 	}
-	certPEM, err := s.ca.SignRequest(tmpl, x509cr.PublicKey, backdate, s.durationOf(csr))
+	certPEM, err := s.ca.SignRequest(tmpl, x509cr.PublicKey, backdate, validity(s.durationOf(csr)))
 	if err != nil {
 		return consumer.Result{}, fmt.Errorf("certificates: sign csr %s: %w", name, err)
 	}
@@ -128,14 +130,33 @@ func (s *Signer) Reconcile(ctx context.Context, req consumer.Request) (consumer.
 	return consumer.Result{}, nil
 }
 
-// durationOf is kube's: spec.expirationSeconds, at least 10 minutes, at
-// most the signing duration.
+// durationOf is kube's signingDuration: the signing duration, or
+// spec.expirationSeconds when that is shorter, but never under 10
+// minutes.
 func (s *Signer) durationOf(c *certificatesv1.CertificateSigningRequest) time.Duration {
-	d := s.duration
-	if e := c.Spec.ExpirationSeconds; e != nil {
-		d = min(d, max(time.Duration(*e)*time.Second, minDuration))
+	e := c.Spec.ExpirationSeconds
+	if e == nil {
+		return s.duration
 	}
-	return d
+	switch d := time.Duration(*e) * time.Second; {
+	case d > s.duration:
+		return s.duration
+	case d < minDuration:
+		return minDuration
+	default:
+		return d
+	}
+}
+
+// validity is how long past now a certificate of duration d stays valid,
+// as kube's PermissiveSigningPolicy has it: every certificate is valid
+// from backdate before now, and one that is not short-lived gives that
+// back at its end, so that its whole lifetime is d.
+func validity(d time.Duration) time.Duration {
+	if d < short {
+		return d
+	}
+	return d - backdate
 }
 
 func (s *Signer) fail(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, message string) error {

@@ -75,6 +75,9 @@ type Config struct {
 	// CertificateSigningRequests (package certificates); empty runs no
 	// signer.
 	ClusterSigningDir string
+	// ClusterSigningDuration is the longest certificate signed
+	// (--cluster-signing-duration); 0 means a year.
+	ClusterSigningDuration time.Duration
 	// ServiceAccountKeyDir holds the service-account signing key that
 	// signs legacy token Secrets (--service-account-private-key-file).
 	ServiceAccountKeyDir string
@@ -133,7 +136,7 @@ var Controllers = []controller{
 	{"pv-protection", func(m mgr, c Config) error { return ok(pvprotection.New(m, pvprotection.Options{})) }},
 	{"csrapproving", func(m mgr, c Config) error { return ok(certificates.NewApprover(m)) }},
 	{"csrsigning", func(m mgr, c Config) error {
-		return whenSet(c.ClusterSigningDir, certificates.NewSigner, m, certificates.SignerOptions{CADir: c.ClusterSigningDir})
+		return whenSet(c.ClusterSigningDir, certificates.NewSigner, m, certificates.SignerOptions{CADir: c.ClusterSigningDir, Duration: c.ClusterSigningDuration})
 	}},
 	{"nodelifecycle", func(m mgr, c Config) error {
 		return ok(nodelifecycle.New(m, nodelifecycle.Options{GracePeriod: c.NodeMonitorGracePeriod}))
