@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"context"
-	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/knftables"
 )
 
@@ -71,25 +68,24 @@ var baseMaps = []knftables.Map{
 	{Name: noEndpointNodePortMap, Type: "inet_proto . inet_service : verdict", Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints")},
 }
 
-// writeBase adds to tx the table and its fixed objects, empties the maps
-// (every Service's elements are added again by the full Sync), and removes
-// the chains and sets that are in the table but neither fixed nor wanted by
-// a Service: what a previous proxy left for Services deleted since.
-func (p *Proxier) writeBase(ctx context.Context, tx *knftables.Transaction, wanted map[types.NamespacedName]*serviceRules) (stale staleObjects, err error) {
-	existing, err := p.nft.ListAll(ctx)
-	if err != nil && !knftables.IsNotFound(err) {
-		return stale, fmt.Errorf("proxy: list table %s: %w", TableName, err)
-	}
-	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for cairn proxy")})
+// writeBase adds to tx shard table's table and its fixed objects and
+// empties its maps (the full Sync adds every Service's elements again).
+// existing is what the table holds now (nil: nothing); its chains and sets
+// that are neither fixed nor wanted by one of the shard's Services (rules)
+// are returned, for removal at the end of the transaction: what a previous
+// proxy left for Services deleted, or homed in another shard, since.
+func writeBase(tx *knftables.Transaction, table string, rules []*serviceRules, existing *tableObjects) staleObjects {
+	tx.Add(&knftables.Table{Family: knftables.IPv4Family, Name: table, Comment: knftables.PtrTo("rules for cairn proxy")})
 	keep := map[string]bool{}
 	// Maps first: the fixed chains' rules refer to them.
 	for _, m := range baseMaps {
+		m.Family, m.Table = knftables.IPv4Family, table
 		tx.Add(&m)
 		tx.Flush(&m)
 		keep[m.Name] = true
 	}
 	for _, c := range baseChains {
-		chain := &knftables.Chain{Name: c.name}
+		chain := &knftables.Chain{Family: knftables.IPv4Family, Table: table, Name: c.name}
 		if c.typ != "" {
 			chain.Type = knftables.PtrTo(c.typ)
 			chain.Hook = knftables.PtrTo(c.hook)
@@ -102,13 +98,14 @@ func (p *Proxier) writeBase(ctx context.Context, tx *knftables.Transaction, want
 	// Rules after every fixed chain exists: they jump to one another.
 	for _, c := range baseChains {
 		for _, rule := range c.rules {
-			tx.Add(&knftables.Rule{Chain: c.name, Rule: rule})
+			tx.Add(&knftables.Rule{Family: knftables.IPv4Family, Table: table, Chain: c.name, Rule: rule})
 		}
 	}
-	for _, r := range wanted {
-		if r == nil {
-			continue
-		}
+	stale := staleObjects{table: table}
+	if existing == nil {
+		return stale
+	}
+	for _, r := range rules {
 		for name := range r.Chains {
 			keep[name] = true
 		}
@@ -118,33 +115,35 @@ func (p *Proxier) writeBase(ctx context.Context, tx *knftables.Transaction, want
 	}
 	// Stale chains are emptied and deleted at the end of the transaction,
 	// once the Services' chains that jumped to them have been rewritten.
-	for _, name := range existing["chain"] {
+	for _, name := range existing.chains {
 		if !keep[name] {
 			stale.chains = append(stale.chains, name)
 		}
 	}
-	for _, name := range existing["set"] {
+	for _, name := range existing.sets {
 		if !keep[name] {
 			stale.sets = append(stale.sets, name)
 		}
 	}
-	return stale, nil
+	return stale
 }
 
-// staleObjects are the table's chains and sets no Service wants.
+// staleObjects are the chains and sets of one table no Service wants.
 type staleObjects struct {
+	table        string
 	chains, sets []string
 }
 
 func (s staleObjects) remove(tx *knftables.Transaction) {
+	w := txWriter{tx: tx, table: s.table}
 	for _, name := range s.chains {
-		tx.Flush(&knftables.Chain{Name: name})
+		w.flushChain(name)
 	}
 	for _, name := range s.chains {
-		tx.Delete(&knftables.Chain{Name: name})
+		w.deleteChain(name)
 	}
 	for _, name := range s.sets {
-		tx.Delete(&knftables.Set{Name: name})
+		w.deleteSet(name)
 	}
 }
 

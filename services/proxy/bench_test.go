@@ -178,16 +178,26 @@ func nsConn(b *testing.B, ns string) (*nftables.Conn, error) {
 }
 
 // modulus is the numgen modulus of the chain's balancing rule as the
-// kernel holds it (0 if the chain is missing).
+// kernel holds it, in whichever of the proxy's tables has the chain (0 if
+// none has).
 func modulus(conn *nftables.Conn, chain string) uint32 {
-	rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: chain})
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
 	if err != nil {
 		return 0
 	}
-	for _, r := range rules {
-		for _, e := range r.Exprs {
-			if ng, ok := e.(*expr.Numgen); ok {
-				return ng.Modulus
+	for _, t := range tables {
+		if _, ok := parseShardTable(t.Name); !ok {
+			continue
+		}
+		rules, err := conn.GetRules(t, &nftables.Chain{Name: chain})
+		if err != nil {
+			continue
+		}
+		for _, r := range rules {
+			for _, e := range r.Exprs {
+				if ng, ok := e.(*expr.Numgen); ok {
+					return ng.Modulus
+				}
 			}
 		}
 	}

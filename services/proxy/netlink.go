@@ -27,50 +27,56 @@ type netlinkWriter struct {
 	netns string
 }
 
-// write applies the plans in one batch and returns its operation count.
-func (w *netlinkWriter) write(plans []*plan) (int, error) {
-	var opts []nftables.ConnOption
-	if w.netns != "" {
-		fd, err := unix.Open(w.netns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return 0, fmt.Errorf("netlink: open %s: %w", w.netns, err)
-		}
-		defer unix.Close(fd)
-		opts = append(opts, nftables.WithNetNSFd(fd))
-	}
-	conn, err := nftables.New(opts...)
+// write applies the plans and the deletion of the tables gone (after
+// them) in one batch and returns its operation count.
+func (w *netlinkWriter) write(plans []*plan, gone []string) (int, error) {
+	conn, closeConn, err := nlConn(w.netns)
 	if err != nil {
-		return 0, fmt.Errorf("netlink: %w", err)
+		return 0, err
 	}
-	b := &nlBatch{conn: conn, table: &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}}
-	for _, step := range planSteps {
-		for _, pl := range plans {
-			step(pl, b)
+	defer closeConn()
+	state := &nlState{conn: conn}
+	tables := map[string]*nlBatch{}
+	writePlans(plans, func(table string) tableWriter {
+		b := tables[table]
+		if b == nil {
+			b = &nlBatch{nlState: state, table: &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}}
+			tables[table] = b
 		}
+		return b
+	})
+	for _, name := range gone {
+		state.ops++
+		conn.DelTable(&nftables.Table{Name: name, Family: nftables.TableFamilyIPv4})
 	}
-	if b.err != nil {
-		return 0, b.err
+	if state.err != nil {
+		return 0, state.err
 	}
-	if b.ops == 0 {
+	if state.ops == 0 {
 		return 0, nil
 	}
 	if err := conn.Flush(); err != nil {
 		return 0, fmt.Errorf("netlink: %w", err)
 	}
-	return b.ops, nil
+	return state.ops, nil
 }
 
-// nlBatch is a tableWriter on one nftables.Conn; the first error sticks.
+// nlState is one batch on one nftables.Conn; the first error sticks.
+type nlState struct {
+	conn *nftables.Conn
+	ops  int
+	err  error
+}
+
+// nlBatch is a tableWriter into a batch, for one table.
 type nlBatch struct {
-	conn  *nftables.Conn
+	*nlState
 	table *nftables.Table
-	ops   int
-	err   error
 }
 
 var _ tableWriter = (*nlBatch)(nil)
 
-func (b *nlBatch) fail(err error) {
+func (b *nlState) fail(err error) {
 	if b.err == nil {
 		b.err = err
 	}

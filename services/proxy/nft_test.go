@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/knftables"
 )
 
 // inNetNSEnv tells the re-executed test binary it runs in the network
@@ -65,9 +64,9 @@ func inOwnNetNS(t *testing.T, name string, child func(t *testing.T)) {
 // realNFT runs inside the namespace.
 func realNFT(t *testing.T) {
 	ctx := context.Background()
-	nft, err := knftables.New(knftables.IPv4Family, TableName)
+	nft, err := NewNFT("")
 	if err != nil {
-		t.Fatalf("knftables.New: %v", err)
+		t.Fatalf("NewNFT: %v", err)
 	}
 	p := New(nft, Config{ClusterCIDR: cidr})
 	p.SetService(service("svc1", "172.30.0.41", clientIP))
@@ -146,9 +145,9 @@ func TestNetlinkMatchesNFT(t *testing.T) { inOwnNetNS(t, "TestNetlinkMatchesNFT"
 
 func netlinkMatchesNFT(t *testing.T) {
 	ctx := context.Background()
-	nft, err := knftables.New(knftables.IPv4Family, TableName)
+	nft, err := NewNFT("")
 	if err != nil {
-		t.Fatalf("knftables.New: %v", err)
+		t.Fatalf("NewNFT: %v", err)
 	}
 	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true})
 	p.SetService(service("keep", "172.30.0.40"))
@@ -236,4 +235,22 @@ func normalizeListing(s string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// deleteProxyTables deletes the proxy's tables (every shard) in the
+// namespace the test runs in.
+func deleteProxyTables(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("nft", "list", "tables", "ip").Output()
+	if err != nil {
+		t.Fatalf("nft list tables: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, ok := strings.CutPrefix(strings.TrimSpace(line), "table ip ")
+		if _, mine := parseShardTable(name); ok && mine {
+			if out, err := exec.Command("nft", "delete", "table", "ip", name).CombinedOutput(); err != nil {
+				t.Fatalf("nft delete table %s: %v: %s", name, err, out)
+			}
+		}
+	}
 }

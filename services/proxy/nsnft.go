@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 
 	"sigs.k8s.io/knftables"
 
@@ -19,28 +18,6 @@ type nsNFT struct {
 }
 
 var _ knftables.Interface = (*nsNFT)(nil)
-
-// NewNFT returns the interface to the proxy's table (ip, TableName) in the
-// network namespace at nsPath; empty nsPath means the caller's own.
-func NewNFT(nsPath string) (knftables.Interface, error) {
-	if nsPath == "" {
-		nft, err := knftables.New(knftables.IPv4Family, TableName)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: nftables: %w", err)
-		}
-		return nft, nil
-	}
-	n := &nsNFT{ns: nsPath}
-	err := netns.Do(nsPath, func() error {
-		var err error
-		n.inner, err = knftables.New(knftables.IPv4Family, TableName)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("proxy: nftables in %s: %w", nsPath, err)
-	}
-	return n, nil
-}
 
 func (n *nsNFT) NewTransaction() *knftables.Transaction { return n.inner.NewTransaction() }
 

@@ -25,13 +25,16 @@ type Config struct {
 	// with the ruleset; full Syncs always go through nft.
 	Netlink bool
 	NetNS   string
+	// ShardServices is how many Services a shard table holds on average
+	// (doc.go, Shards); default DefaultShardServices.
+	ShardServices int
 }
 
 // Proxier keeps the Services and EndpointSlices it is told about and
-// programs the cairn-proxy table from them. Its methods are safe for
+// programs the cairn-proxy tables (its shards) from them. Its methods are safe for
 // concurrent use; Sync calls are serialised.
 type Proxier struct {
-	nft knftables.Interface
+	nft NFT
 	nl  *netlinkWriter // nil: incremental Syncs through nft too
 	cfg Config
 
@@ -40,11 +43,18 @@ type Proxier struct {
 	// slices by Service, then by slice name.
 	slices map[types.NamespacedName]map[string]*discovery.EndpointSlice
 	dirty  map[types.NamespacedName]bool
+	// withIP are the Services that have rules (hasClusterIP), counted
+	// for the number of shards.
+	withIP map[types.NamespacedName]bool
 
 	syncMu sync.Mutex
-	// programmed is what the table holds for each Service, as of the
-	// last successful Sync. Nil until the first (full) Sync.
+	// programmed is what the tables hold for each Service, as of the
+	// last successful Sync, and home the shard holding it. Nil until the
+	// first (full) Sync.
 	programmed map[types.NamespacedName]*serviceRules
+	home       map[types.NamespacedName]int
+	// shards is the number of shard tables as of the last Sync.
+	shards int
 	// counts is what programmed holds, summed over every Service.
 	counts Counts
 }
@@ -67,14 +77,17 @@ func (c *Counts) add(r *serviceRules, sign int) {
 	c.Elements += sign * len(r.Elements)
 }
 
-// New returns a Proxier that programs nft, which must be an interface on
-// the ip family and TableName (knftables.New or knftables.NewFake).
-func New(nft knftables.Interface, cfg Config) *Proxier {
+// New returns a Proxier that programs nft (NewNFT).
+func New(nft NFT, cfg Config) *Proxier {
 	var nl *netlinkWriter
 	if cfg.Netlink {
 		nl = &netlinkWriter{netns: cfg.NetNS}
 	}
+	if cfg.ShardServices <= 0 {
+		cfg.ShardServices = DefaultShardServices
+	}
 	return &Proxier{
+		withIP:   map[types.NamespacedName]bool{},
 		nl:       nl,
 		nft:      nft,
 		cfg:      cfg,
@@ -91,6 +104,11 @@ func (p *Proxier) SetService(svc *v1.Service) {
 	defer p.mu.Unlock()
 	p.services[key] = svc
 	p.dirty[key] = true
+	if hasClusterIP(svc) {
+		p.withIP[key] = true
+	} else {
+		delete(p.withIP, key)
+	}
 }
 
 // DeleteService forgets the Service; the next Sync removes its rules.
@@ -98,6 +116,7 @@ func (p *Proxier) DeleteService(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.services, key)
+	delete(p.withIP, key)
 	p.dirty[key] = true
 }
 
@@ -142,18 +161,20 @@ type SyncResult struct {
 	Full     bool
 	Services int // Services whose rules were (re)computed
 	Ops      int // operations in the transaction, 0 when nothing changed
+	Shards   int // shard tables after the Sync
 	Duration time.Duration
-	// Programmed is what the table holds after the Sync.
+	// Programmed is what the tables hold after the Sync.
 	Programmed Counts
 }
 
 // Sync programs the pending changes in one nftables transaction. The first
-// Sync (and every one after a failed Sync) is full: it writes the table's
-// base objects, every Service, and removes chains and sets of the table
-// that no Service wants, so a restarted proxy takes over the rules its
-// predecessor left. Later Syncs rewrite only the Services changed since:
-// their own chains, sets and map elements. On error nothing is applied
-// and the next Sync is full.
+// Sync (and every one after a failed Sync) is full: it writes every shard
+// table's base objects and every Service, and removes the chains and sets
+// no Service wants and the shard tables no longer used, so a restarted
+// proxy takes over the rules its predecessor left. Later Syncs rewrite only
+// the Services changed since (their own chains, sets and map elements),
+// and those whose shard changes when the number of shards does. On error
+// nothing is applied and the next Sync is full.
 func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
@@ -161,6 +182,11 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 
 	p.mu.Lock()
 	full := p.programmed == nil
+	cur := p.shards
+	if full {
+		cur = 0
+	}
+	shards := shardCount(len(p.withIP), p.cfg.ShardServices, cur)
 	var keys []types.NamespacedName
 	if full {
 		for key := range p.services {
@@ -169,6 +195,14 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	} else {
 		for key := range p.dirty {
 			keys = append(keys, key)
+		}
+		if shards != cur {
+			// Rehoming: the Services whose shard changes are rewritten.
+			for key, home := range p.home {
+				if !p.dirty[key] && shardFor(key, shards) != home {
+					keys = append(keys, key)
+				}
+			}
 		}
 	}
 	clear(p.dirty)
@@ -187,37 +221,37 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		wanted[key] = buildService(svc, own, p.cfg.ClusterCIDR)
 	}
 	p.mu.Unlock()
-
-	tx := p.nft.NewTransaction()
-	old := p.programmed
-	var stale staleObjects
-	if full {
-		old = map[types.NamespacedName]*serviceRules{}
-		var err error
-		if stale, err = p.writeBase(ctx, tx, wanted); err != nil {
-			p.requeue(keys)
-			return SyncResult{}, err
-		}
-	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	var plans []*plan
-	for _, key := range keys {
-		plans = append(plans, diff(old[key], wanted[key]))
+
+	old, home := p.programmed, p.home
+	if full {
+		old, home = nil, nil
 	}
-	res := SyncResult{Full: full, Services: len(keys)}
-	var err error
-	if full || p.nl == nil {
-		for _, step := range planSteps {
-			for _, pl := range plans {
-				step(pl, txWriter{tx})
+	var plans []*plan
+	newHome := make(map[types.NamespacedName]int, len(keys))
+	for _, key := range keys {
+		to := shardFor(key, shards)
+		newHome[key] = to
+		from, had := home[key]
+		switch {
+		case had && from == to:
+			plans = append(plans, diff(shardTable(to), old[key], wanted[key]))
+		default:
+			// Homed elsewhere: out of the old shard (unless it goes
+			// whole) and into the new one.
+			if had && from < shards {
+				plans = append(plans, diff(shardTable(from), old[key], nil))
 			}
+			plans = append(plans, diff(shardTable(to), nil, wanted[key]))
 		}
-		stale.remove(tx)
-		if res.Ops = tx.NumOperations(); res.Ops > 0 {
-			err = p.nft.Run(ctx, tx)
-		}
+	}
+
+	res := SyncResult{Full: full, Services: len(keys), Shards: shards}
+	var err error
+	if full {
+		res.Ops, err = p.writeFull(ctx, shards, plans, wanted, newHome)
 	} else {
-		res.Ops, err = p.nl.write(plans)
+		res.Ops, err = p.writeIncremental(ctx, cur, shards, plans)
 	}
 	if err != nil {
 		p.programmed = nil
@@ -226,20 +260,99 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	}
 	if full {
 		p.programmed = map[types.NamespacedName]*serviceRules{}
+		p.home = map[types.NamespacedName]int{}
 		p.counts = Counts{}
 	}
+	p.shards = shards
 	for key, r := range wanted {
 		p.counts.add(p.programmed[key], -1)
 		p.counts.add(r, 1)
 		if r == nil {
 			delete(p.programmed, key)
+			delete(p.home, key)
 		} else {
 			p.programmed[key] = r
+			p.home[key] = newHome[key]
 		}
 	}
 	res.Duration = time.Since(start)
 	res.Programmed = p.counts
 	return res, nil
+}
+
+// writeFull writes every shard in one nft transaction: base objects and
+// Services, then the removal of what the tables hold that nobody wants
+// and of the proxy's tables beyond the shards.
+func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, wanted map[types.NamespacedName]*serviceRules, home map[types.NamespacedName]int) (int, error) {
+	existing, err := p.nft.Tables(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list tables: %w", err)
+	}
+	byShard := make([][]*serviceRules, shards)
+	for key, r := range wanted {
+		if r != nil {
+			byShard[home[key]] = append(byShard[home[key]], r)
+		}
+	}
+	tx := p.nft.NewTransaction()
+	var stale []staleObjects
+	for i := range shards {
+		stale = append(stale, writeBase(tx, shardTable(i), byShard[i], existing[shardTable(i)]))
+	}
+	writePlans(plans, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
+	for _, s := range stale {
+		s.remove(tx)
+	}
+	var gone []string
+	for name := range existing {
+		if i, _ := parseShardTable(name); i >= shards {
+			gone = append(gone, name)
+		}
+	}
+	sort.Strings(gone)
+	for _, name := range gone {
+		tx.Delete(&knftables.Table{Family: knftables.IPv4Family, Name: name})
+	}
+	return tx.NumOperations(), p.nft.Run(ctx, tx)
+}
+
+// writeIncremental writes the plans, the shard tables that come (cur up
+// to shards) and the deletion of those that go (shards up to cur): in one
+// nft transaction, or with Netlink in one netlink batch, after a new
+// shard's base objects are written through nft.
+func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans []*plan) (int, error) {
+	ops := 0
+	if p.nl == nil || shards > cur {
+		tx := p.nft.NewTransaction()
+		for i := cur; i < shards; i++ {
+			// Made empty: a table of that name left by a failed Sync is
+			// replaced.
+			t := &knftables.Table{Family: knftables.IPv4Family, Name: shardTable(i)}
+			tx.Add(t)
+			tx.Delete(t)
+			writeBase(tx, shardTable(i), nil, nil)
+		}
+		if p.nl == nil {
+			writePlans(plans, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
+			for i := shards; i < cur; i++ {
+				tx.Delete(&knftables.Table{Family: knftables.IPv4Family, Name: shardTable(i)})
+			}
+		}
+		if ops = tx.NumOperations(); ops > 0 {
+			if err := p.nft.Run(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
+		if p.nl == nil {
+			return ops, nil
+		}
+	}
+	var gone []string
+	for i := shards; i < cur; i++ {
+		gone = append(gone, shardTable(i))
+	}
+	n, err := p.nl.write(plans, gone)
+	return ops + n, err
 }
 
 // requeue marks keys dirty again after a failed Sync.
@@ -258,12 +371,13 @@ func (p *Proxier) Resync() {
 	p.programmed = nil
 }
 
-// plan is the change of one Service's rules from old to new.
+// plan is the change of one Service's rules from old to new in a table.
 type plan struct {
+	table    string
 	old, new *serviceRules
 }
 
-func diff(old, new *serviceRules) *plan {
+func diff(table string, old, new *serviceRules) *plan {
 	empty := &serviceRules{}
 	if old == nil {
 		old = empty
@@ -271,10 +385,20 @@ func diff(old, new *serviceRules) *plan {
 	if new == nil {
 		new = empty
 	}
-	return &plan{old: old, new: new}
+	return &plan{table: table, old: old, new: new}
 }
 
-// tableWriter receives the operations of an incremental Sync: txWriter
+// writePlans runs planSteps over the plans, each plan's with the writer of
+// its table.
+func writePlans(plans []*plan, writer func(table string) tableWriter) {
+	for _, step := range planSteps {
+		for _, pl := range plans {
+			step(pl, writer(pl.table))
+		}
+	}
+}
+
+// tableWriter receives the operations of a Sync on one table: txWriter
 // puts them into a knftables transaction (nft -f), netlinkWriter into one
 // netlink batch.
 type tableWriter interface {
@@ -288,26 +412,38 @@ type tableWriter interface {
 	deleteSet(name string)
 }
 
-// txWriter writes into a knftables transaction.
-type txWriter struct{ tx *knftables.Transaction }
+// txWriter writes into a knftables transaction, in one table.
+type txWriter struct {
+	tx    *knftables.Transaction
+	table string
+}
+
+func (w txWriter) chain(name string) *knftables.Chain {
+	return &knftables.Chain{Family: knftables.IPv4Family, Table: w.table, Name: name}
+}
 
 func (w txWriter) deleteElement(e element) {
-	w.tx.Delete(&knftables.Element{Map: e.Map, Key: e.Key})
+	w.tx.Delete(&knftables.Element{Family: knftables.IPv4Family, Table: w.table, Map: e.Map, Key: e.Key})
 }
-func (w txWriter) addSet(s knftables.Set) { w.tx.Add(&s) }
+func (w txWriter) addSet(s knftables.Set) {
+	s.Family, s.Table = knftables.IPv4Family, w.table
+	w.tx.Add(&s)
+}
 func (w txWriter) writeChain(name string, rules []string) {
-	w.tx.Add(&knftables.Chain{Name: name})
-	w.tx.Flush(&knftables.Chain{Name: name})
+	w.tx.Add(w.chain(name))
+	w.tx.Flush(w.chain(name))
 	for _, rule := range rules {
-		w.tx.Add(&knftables.Rule{Chain: name, Rule: rule})
+		w.tx.Add(&knftables.Rule{Family: knftables.IPv4Family, Table: w.table, Chain: name, Rule: rule})
 	}
 }
 func (w txWriter) addElement(e element) {
-	w.tx.Add(&knftables.Element{Map: e.Map, Key: e.Key, Value: []string{e.Value}})
+	w.tx.Add(&knftables.Element{Family: knftables.IPv4Family, Table: w.table, Map: e.Map, Key: e.Key, Value: []string{e.Value}})
 }
-func (w txWriter) flushChain(name string)  { w.tx.Flush(&knftables.Chain{Name: name}) }
-func (w txWriter) deleteChain(name string) { w.tx.Delete(&knftables.Chain{Name: name}) }
-func (w txWriter) deleteSet(name string)   { w.tx.Delete(&knftables.Set{Name: name}) }
+func (w txWriter) flushChain(name string)  { w.tx.Flush(w.chain(name)) }
+func (w txWriter) deleteChain(name string) { w.tx.Delete(w.chain(name)) }
+func (w txWriter) deleteSet(name string) {
+	w.tx.Delete(&knftables.Set{Family: knftables.IPv4Family, Table: w.table, Name: name})
+}
 
 // planSteps are the steps of a transaction, each run for every plan before
 // the next: elements that go or change are deleted first, then sets and

@@ -79,52 +79,20 @@ type state struct {
 	Sets     []string
 }
 
-func tableState(t *testing.T, fake *knftables.Fake) state {
+// tableState is the state of every proxy table of fake together.
+func tableState(t *testing.T, fake *fakeNFT) state {
 	t.Helper()
-	fixed := map[string]bool{}
-	for _, c := range baseChains {
-		fixed[c.name] = true
-	}
-	ctx := context.Background()
 	st := state{Chains: map[string][]string{}}
-	chains, err := fake.List(ctx, "chains")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range chains {
-		if fixed[name] {
-			continue
-		}
-		rules, err := fake.ListRules(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Chains[name] = []string{}
-		for _, r := range rules {
-			st.Chains[name] = append(st.Chains[name], r.Rule)
-		}
-	}
-	for _, m := range baseMaps {
-		elems, err := fake.ListElements(ctx, "map", m.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range elems {
-			st.Elements = append(st.Elements, m.Name+": "+strings.Join(e.Key, " . ")+" : "+strings.Join(e.Value, " "))
-		}
+	for _, name := range fake.tableNames() {
+		fake.addState(&st, name)
 	}
 	sort.Strings(st.Elements)
-	sets, err := fake.List(ctx, "sets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Sets = sets
 	sort.Strings(st.Sets)
 	return st
 }
 
-func newFake(t *testing.T) (*knftables.Fake, *Proxier) {
-	fake := knftables.NewFake(knftables.IPv4Family, TableName)
+func newFake(t *testing.T) (*fakeNFT, *Proxier) {
+	fake := newFakeNFT()
 	return fake, New(fake, Config{ClusterCIDR: cidr})
 }
 

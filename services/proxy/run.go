@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/knftables"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
@@ -46,9 +45,8 @@ type Proxy struct {
 var _ consumer.Runner = (*Proxy)(nil)
 
 // NewProxy registers on m the caches of Services and EndpointSlices and a
-// Proxy that programs nft (knftables.New(knftables.IPv4Family, TableName)
-// on a node); m runs it.
-func NewProxy(m *consumer.Manager, nft knftables.Interface, opts Options) (*Proxy, error) {
+// Proxy that programs nft (NewNFT of the node's namespace); m runs it.
+func NewProxy(m *consumer.Manager, nft NFT, opts Options) (*Proxy, error) {
 	if opts.RetryPeriod == 0 {
 		opts.RetryPeriod = time.Second
 	}

@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/knftables"
 
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
@@ -21,7 +20,7 @@ import (
 func TestProxyFollowsTheLog(t *testing.T) {
 	env := controlplanetest.Start(t)
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, controlplanetest.Logger("PROXY_TEST_LOG"), nil)
-	fake := knftables.NewFake(knftables.IPv4Family, TableName)
+	fake := newFakeNFT()
 	if _, err := NewProxy(m, fake, Options{Config: Config{ClusterCIDR: cidr}}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,22 +56,11 @@ func TestProxyFollowsTheLog(t *testing.T) {
 	})
 }
 
-func elements(t *testing.T, fake *knftables.Fake) []string {
+func elements(t *testing.T, fake *fakeNFT) []string {
 	t.Helper()
-	fake.RLock()
-	defer fake.RUnlock()
-	if fake.Table == nil {
-		return nil
+	st := state{Chains: map[string][]string{}}
+	for _, name := range fake.tableNames() {
+		fake.addState(&st, name)
 	}
-	var out []string
-	for _, m := range baseMaps {
-		fm := fake.Table.Maps[m.Name]
-		if fm == nil {
-			continue
-		}
-		for _, e := range fm.Elements {
-			out = append(out, m.Name+": "+strings.Join(e.Key, " . ")+" : "+strings.Join(e.Value, " "))
-		}
-	}
-	return out
+	return st.Elements
 }

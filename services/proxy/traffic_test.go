@@ -27,7 +27,7 @@ func TestTrafficNetlink(t *testing.T) {
 	inOwnNetNS(t, "TestTrafficNetlink", func(t *testing.T) { traffic(t, Config{ClusterCIDR: cidr, Netlink: true}) })
 }
 
-func traffic(t *testing.T, cfg Config) {
+func traffic(t *testing.T, cfg Config) *Proxier {
 	ctx := context.Background()
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
@@ -45,9 +45,9 @@ func traffic(t *testing.T, cfg Config) {
 		serve(t, ip+":8080")
 	}
 
-	nft, err := knftables.New(knftables.IPv4Family, TableName)
+	nft, err := NewNFT("")
 	if err != nil {
-		t.Fatalf("knftables.New: %v", err)
+		t.Fatalf("NewNFT: %v", err)
 	}
 	p := New(nft, cfg)
 	web := service("web", "172.30.0.41")
@@ -138,6 +138,7 @@ func traffic(t *testing.T, cfg Config) {
 	if got, err := fetch("172.30.0.41:80"); err == nil {
 		t.Errorf("deleted Service still answers: %q", got)
 	}
+	return p
 }
 
 // serve answers every connection on addr with addr and a newline.
