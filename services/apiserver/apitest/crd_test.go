@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -133,8 +134,40 @@ func TestCRDStatusAndDiscovery(t *testing.T) {
 		t.Error("discovery lists no group pottery.example.com")
 	}
 
+	// Aggregated discovery (what kubectl reads first) lists the kind too.
+	r := do(t, env, call{method: http.MethodGet, path: "/apis",
+		header: http.Header{"Accept": {"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"}}})
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(r.body, &agg); err != nil || r.code != http.StatusOK {
+		t.Fatalf("aggregated discovery: %d %v", r.code, err)
+	}
+	var kilns *apidiscoveryv2.APIResourceDiscovery
+	for _, g := range agg.Items {
+		if g.Name != "pottery.example.com" {
+			continue
+		}
+		for _, v := range g.Versions {
+			for i := range v.Resources {
+				if v.Version == "v1" && v.Resources[i].Resource == "kilns" {
+					kilns = &v.Resources[i]
+				}
+			}
+		}
+	}
+	if kilns == nil {
+		t.Fatalf("aggregated discovery lacks pottery.example.com/v1 kilns: %s", r.body)
+	}
+	var subs []string
+	for _, s := range kilns.Subresources {
+		subs = append(subs, s.Subresource)
+	}
+	if kilns.ResponseKind.Kind != "Kiln" || kilns.Scope != apidiscoveryv2.ScopeNamespace || !slices.Equal(kilns.ShortNames, []string{"kl"}) ||
+		!slices.Equal(kilns.Categories, []string{"pottery"}) || !slices.Equal(subs, []string{"status", "scale"}) {
+		t.Errorf("aggregated kilns = %+v (subresources %v)", kilns, subs)
+	}
+
 	// OpenAPI v3 publishes the schema, which kubectl explain reads.
-	r := do(t, env, call{method: http.MethodGet, path: "/openapi/v3/apis/pottery.example.com/v1"})
+	r = do(t, env, call{method: http.MethodGet, path: "/openapi/v3/apis/pottery.example.com/v1"})
 	if r.code != http.StatusOK {
 		t.Fatalf("openapi v3: %d %s", r.code, r.body)
 	}
@@ -386,6 +419,7 @@ func TestCRDValidation(t *testing.T) {
 		{"list map", map[string]any{"fuel": "gas", "burners": []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}}},
 			"spec.burners[1]", `Duplicate value: {"name":"a"}`},
 		{"cel", map[string]any{"fuel": "gas", "minTemperature": int64(1300), "maxTemperature": int64(1000)}, "spec", "minTemperature must not exceed maxTemperature"},
+		{"format", map[string]any{"fuel": "gas", "address": "10.0.0.300"}, "spec.address", `spec.address in body must be of type ipv4: "10.0.0.300"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,6 +427,32 @@ func TestCRDValidation(t *testing.T) {
 			assertCause(t, err, tt.field, tt.msg)
 		})
 	}
+	// The same features with values they allow: kept, the embedded
+	// resource's metadata coerced as kube coerces object meta.
+	valid, err := dc.Create(ctx, kiln("valid", map[string]any{"fuel": "gas", "address": "10.0.0.3", "port": int64(8080),
+		"tags": []any{"a", "b"}, "burners": []any{map[string]any{"name": "a", "power": int64(3)}, map[string]any{"name": "b"}},
+		"template": map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x", "bogus": "pruned"},
+			"data": map[string]any{"k": "v"}}}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("valid: %v", err)
+	}
+	vs := valid.Object["spec"].(map[string]any)
+	if vs["address"] != "10.0.0.3" || vs["port"] != int64(8080) || len(vs["tags"].([]any)) != 2 || len(vs["burners"].([]any)) != 2 {
+		t.Errorf("valid spec = %v", vs)
+	}
+	if md, _, _ := unstructured.NestedMap(vs, "template", "metadata"); md["name"] != "x" || md["bogus"] != nil {
+		t.Errorf("embedded metadata = %v, want name kept and the unknown field pruned", md)
+	}
+	if d, _, _ := unstructured.NestedString(vs, "template", "data", "k"); d != "v" {
+		t.Errorf("embedded object lost its preserved fields: %v", vs["template"])
+	}
+	if _, err := dc.Patch(ctx, "valid", types.MergePatchType, []byte(`{"spec":{"port":"https"}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("int-or-string takes a string too: %v", err)
+	}
+	if err := dc.Delete(ctx, "valid", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// nullable: null is kept where allowed, and pruned elsewhere.
 	ok, err := dc.Create(ctx, kiln("nulls", map[string]any{"fuel": "gas", "notes": nil, "replicas": nil}), metav1.CreateOptions{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,29 @@ func serveTLS(t *testing.T, ln net.Listener, cert tls.Certificate, h http.Handle
 	t.Cleanup(s.Close)
 }
 
+// startNetNSWebhookEnv starts a control plane that knows one node,
+// node-a, whose pods live in a network namespace the test creates, and a
+// CA with a serving certificate for the webhook's serving name.
+func startNetNSWebhookEnv(t *testing.T, serverName string) (env *controlplanetest.Env, nsPath string, ca *pki.PKI, cert tls.Certificate) {
+	t.Helper()
+	nsPath = newTestNetNS(t)
+	env = controlplanetest.Start(t, controlplanetest.Options{NodeNetNS: func(node string) (string, bool) {
+		return nsPath, node == "node-a"
+	}})
+	ca, err := pki.Load(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueServing(strings.Split(serverName, ".")[0], []string{serverName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return env, nsPath, ca, cert
+}
+
 // TestServiceWebhookThroughNodeNetNS calls a webhook given as a service
 // reference: the Service's ready endpoint is an address inside a network
 // namespace the test creates (standing for a node's pod network), which
@@ -71,22 +95,8 @@ func serveTLS(t *testing.T, ln net.Listener, cert tls.Certificate, h http.Handle
 // address. An endpoint on a node whose namespace the apiserver does not
 // know is not dialed at all.
 func TestServiceWebhookThroughNodeNetNS(t *testing.T) {
-	nsPath := newTestNetNS(t)
-	env := controlplanetest.Start(t, controlplanetest.Options{NodeNetNS: func(node string) (string, bool) {
-		return nsPath, node == "node-a"
-	}})
-	ca, err := pki.Load(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.IssueServing("hook", []string{"hook.webhooks.svc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, nsPath, ca, cert := startNetNSWebhookEnv(t, "hook.webhooks.svc")
+	var err error
 	inside := startHookTB(t, func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return patchResponse(`[{"op":"add","path":"/metadata/labels","value":{"reached":"netns"}}]`)
 	})

@@ -93,7 +93,8 @@ spec:
 // TestKubectlCRD drives a CustomResourceDefinition with kubectl as it
 // is: apply the definition and an object, get with the printer columns,
 // short name and category, explain from the published schema, patch,
-// scale, server-side apply, the history of the object (cairn timeline,
+// scale, server-side apply, label and field selectors, a watch resumed
+// from a resourceVersion, the history of the object (cairn timeline,
 // audit, get --at), and delete the definition with its objects.
 func TestKubectlCRD(t *testing.T) {
 	if testing.Short() {
@@ -121,6 +122,7 @@ func TestKubectlCRD(t *testing.T) {
 	if got := c.OK(t, "apply", "-f", obj); strings.TrimSpace(got) != "kiln.pottery.example.com/k1 created" {
 		t.Errorf("apply kiln = %q", got)
 	}
+	k1Created := c.OK(t, "get", "kiln", "k1", "-o", "jsonpath={.metadata.resourceVersion}")
 	for _, args := range [][]string{{"get", "kilns"}, {"get", "kl"}, {"get", "pottery"}} {
 		wantRow(t, wantHeader(t, c.OK(t, args...), "NAME", "FUEL", "MAX-TEMP", "REPLICAS"), "k1", "gas", "1200", "1")
 	}
@@ -172,6 +174,24 @@ func TestKubectlCRD(t *testing.T) {
 		t.Errorf("managed fields manager = %q", got)
 	}
 	created := c.OK(t, "get", "kiln", "k3", "-o", "jsonpath={.metadata.resourceVersion}")
+
+	// Label and field selectors, and a watch resumed from a past
+	// resourceVersion, as kubectl sends them.
+	c.OK(t, "label", "kiln", "k1", "shop=north")
+	wantOnly := func(out, name string) {
+		t.Helper()
+		rows := strings.Split(strings.TrimSpace(out), "\n")
+		if len(rows) != 2 || !strings.HasPrefix(rows[1], name+" ") {
+			t.Errorf("want only %s:\n%s", name, out)
+		}
+	}
+	wantOnly(c.OK(t, "get", "kl", "-l", "shop=north"), "k1")
+	wantOnly(c.OK(t, "get", "kl", "--field-selector", "metadata.name=k3"), "k3")
+	wantOnly(c.OK(t, "get", "kl", "--field-selector", "metadata.namespace=default,metadata.name!=k3"), "k1")
+	watched := c.OK(t, "get", "--raw", "/apis/pottery.example.com/v1/namespaces/default/kilns?watch=true&timeoutSeconds=2&fieldSelector=metadata.name%3Dk1&resourceVersion="+k1Created)
+	if n := strings.Count(watched, `"type":"MODIFIED"`); n < 4 || strings.Contains(watched, `"type":"ADDED"`) { // patch, scale, edit, label
+		t.Errorf("watch of k1 from its creation saw %d modifications:\n%s", n, watched)
+	}
 
 	// The log holds the custom objects like any other.
 	kc := []string{"KUBECONFIG=" + c.Up.Kubeconfig()}
