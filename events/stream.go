@@ -140,13 +140,13 @@ func readStreamEnd(ctx context.Context, js jetstream.JetStream, name string) (St
 			// The last messages were deleted: the newest one left tells the
 			// position, the stream's LastSeq the sequence to expect.
 			for seq > st.FirstSeq {
-				if _, err := s.GetMsg(ctx, seq); err == nil {
+				if _, err := GetMsgFromLeader(ctx, js, name, seq); err == nil {
 					break
 				}
 				seq--
 			}
 		}
-		msg, err := s.GetMsg(ctx, seq)
+		msg, err := GetMsgFromLeader(ctx, js, name, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) && attempt < 5 {
 			continue
 		}
@@ -214,4 +214,80 @@ func WaitPublished(ctx context.Context, js jetstream.JetStream, rev Revision) er
 		case <-t.C:
 		}
 	}
+}
+
+// ReplicasFor is the number of replicas of the streams on a JetStream
+// cluster of peers servers: 3 once there are three or more (a majority
+// survives one loss), else 1. Two servers keep R1: an R2 stream stops
+// when either server is gone.
+func ReplicasFor(peers int) int {
+	if peers >= 3 {
+		return 3
+	}
+	return 1
+}
+
+// ScaleStreams sets the replicas of both streams to cfg.Replicas (a
+// stream update: JetStream adds or removes the peers and copies the
+// messages to the new ones) and returns once every replica of each stream
+// is current with its leader, so that a leader elected afterwards has the
+// whole stream. Streams that already have that many replicas are left as
+// they are. It returns early with ctx's error.
+func ScaleStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	for _, sc := range StreamConfigs(cfg) {
+		s, err := js.Stream(ctx, sc.Name)
+		if err != nil {
+			return fmt.Errorf("events: scale stream %s: %w", sc.Name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("events: scale stream %s: %w", sc.Name, err)
+		}
+		if info.Config.Replicas != sc.Replicas {
+			cur := info.Config
+			cur.Replicas = sc.Replicas
+			if _, err := js.UpdateStream(ctx, cur); err != nil {
+				return fmt.Errorf("events: scale stream %s to %d replicas: %w", sc.Name, sc.Replicas, err)
+			}
+		}
+		if err := waitReplicasCurrent(ctx, js, sc.Name, sc.Replicas); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitReplicasCurrent polls the stream's cluster info until it has a
+// leader and want-1 other replicas, all current and without lag.
+func waitReplicasCurrent(ctx context.Context, js jetstream.JetStream, name string, want int) error {
+	for {
+		s, err := js.Stream(ctx, name)
+		if err == nil {
+			info := s.CachedInfo()
+			if replicasCurrent(info, want) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("events: stream %s: waiting for %d current replicas: %w", name, want, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func replicasCurrent(info *jetstream.StreamInfo, want int) bool {
+	if want <= 1 {
+		return true
+	}
+	c := info.Cluster
+	if c == nil || c.Leader == "" || len(c.Replicas) != want-1 {
+		return false
+	}
+	for _, r := range c.Replicas {
+		if !r.Current || r.Offline || r.Lag != 0 {
+			return false
+		}
+	}
+	return true
 }

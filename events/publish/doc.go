@@ -20,7 +20,8 @@
 //     a candidate first deletes the keys its own identity
 //     (PublisherConfig.Identity, stable per server) left under dead
 //     sessions, so a crashed server's successor leads at once. As leader
-//     it reads the last message of both streams: its revision (and index
+//     it reads the last message of both streams from their leaders (never a
+//     replica, which may lag): its revision (and index
 //     within the revision) is where the log ends. It watches etcd from that
 //     revision, with previous values, and publishes each revision's events
 //     in order.
@@ -34,12 +35,23 @@
 //     switching from one stream to the other the publisher waits for all
 //     acknowledgements, so the two streams together always hold a prefix of
 //     the changes in revision order.
-//  4. On any failure, or when the election session is lost, the publisher
+//  4. A publish without an answer (no acknowledgement in time, "no
+//     response from stream" while a stream elects a leader or gains
+//     replicas, a reconnect) has an unknown outcome. The publisher then
+//     publishes that message again, with the same Nats-Msg-Id and fences,
+//     until JetStream answers for it (within the duplicate window): the
+//     fences store it only after its predecessor, the id makes a second
+//     copy a duplicate, and where a fence fails it reads the message's place
+//     from the stream leader to tell "stored by the lost attempt" from
+//     "another publisher was there". Acknowledgements are checked in
+//     publish order, so nothing after an unacknowledged message counts as
+//     published (LastPublished, the compactor's bound).
+//  5. On any other failure, or when the election session is lost, the publisher
 //     stops, waits for its in-flight acknowledgements, reads the tail of
 //     the streams again and resumes from there. A deposed leader that still
 //     publishes cannot interleave with the new one: whichever publishes
 //     second fails the checks and re-reads the tail.
-//  5. The Compactor compacts etcd only to the last published revision it saw
+//  6. The Compactor compacts etcd only to the last published revision it saw
 //     one interval earlier (minus one, so the previous values of the next
 //     revision stay readable): the publisher can always resume, and lists
 //     and continue tokens keep one interval of history.

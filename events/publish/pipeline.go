@@ -31,7 +31,7 @@ func (p *Publisher) publishFromTail(ctx context.Context) (err error) {
 	p.log.Info("publisher: resuming", "revision", last.Rev, "index", last.Index,
 		"cairnSeq", tail.Streams[events.Stream].Seq, "leaseSeq", tail.Streams[events.LeaseStream].Seq)
 
-	pl := newPipeline(p, tail)
+	pl := newPipeline(ctx, p, tail)
 	defer func() {
 		// Wait for every in-flight acknowledgement before anyone re-reads
 		// the tail.
@@ -120,6 +120,7 @@ func (p *Publisher) watch(ctx context.Context, pl *pipeline, start int64, last e
 // other stream it waits for all acknowledgements, so the two streams
 // together always hold a prefix of the log.
 type pipeline struct {
+	ctx        context.Context // the term: retries stop when it ends
 	p          *Publisher
 	seq        map[string]uint64 // last sequence per stream, as the sender expects it
 	lastID     map[string]string // Nats-Msg-Id of the last message per stream, likewise
@@ -138,12 +139,15 @@ type flight struct {
 	m        *outMsg
 	fut      jetstream.PubAckFuture
 	wantSeq  uint64
+	prevID   string // the expected last Nats-Msg-Id of the stream
+	sent     time.Time
 	deadline time.Time
 	barrier  chan struct{}
 }
 
-func newPipeline(p *Publisher, tail events.LogEnd) *pipeline {
+func newPipeline(ctx context.Context, p *Publisher, tail events.LogEnd) *pipeline {
 	pl := &pipeline{
+		ctx:      ctx,
 		p:        p,
 		seq:      map[string]uint64{},
 		lastID:   map[string]string{},
@@ -194,17 +198,8 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 	}
 	prev := pl.seq[m.stream]
 	id := m.pos.MsgID()
-	// Two fences: the stream's last sequence, and the id of the message
-	// that must precede this one. The sequence alone is not enough with
-	// two publishers (a deposed leader still publishing): after one of a
-	// publisher's pipelined messages fails, a later one can match again
-	// once the other publisher has appended as many messages. The
-	// predecessor's id only matches where the message belongs.
-	fut, err := pl.p.js.PublishMsgAsync(m.msg,
-		jetstream.WithMsgID(id),
-		jetstream.WithExpectStream(m.stream),
-		jetstream.WithExpectLastSequence(prev),
-		jetstream.WithExpectLastMsgID(pl.lastID[m.stream]))
+	prevID := pl.lastID[m.stream]
+	fut, err := pl.p.js.PublishMsgAsync(m.msg, publishOpts(m, prev, prevID)...)
 	if err != nil {
 		<-pl.slots
 		err = fmt.Errorf("publish: publish revision %s: %w", m.pos.MsgID(), err)
@@ -214,8 +209,25 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 	pl.seq[m.stream] = prev + 1
 	pl.lastID[m.stream] = id
 	pl.lastStream = m.stream
-	pl.inflight <- flight{m: m, fut: fut, wantSeq: prev + 1, deadline: time.Now().Add(pl.p.cfg.AckTimeout)}
+	now := time.Now()
+	pl.inflight <- flight{m: m, fut: fut, wantSeq: prev + 1, prevID: prevID, sent: now, deadline: now.Add(pl.p.cfg.AckTimeout)}
 	return nil
+}
+
+// publishOpts are the options of every publish of m, the first and every
+// retry alike: its id, and two fences, the stream's last sequence and the id
+// of the message that must precede this one. The sequence alone is not
+// enough with two publishers (a deposed leader still publishing): after one
+// of a publisher's pipelined messages fails, a later one can match again
+// once the other publisher has appended as many messages. The
+// predecessor's id only matches where the message belongs.
+func publishOpts(m *outMsg, prevSeq uint64, prevID string) []jetstream.PublishOpt {
+	return []jetstream.PublishOpt{
+		jetstream.WithMsgID(m.pos.MsgID()),
+		jetstream.WithExpectStream(m.stream),
+		jetstream.WithExpectLastSequence(prevSeq),
+		jetstream.WithExpectLastMsgID(prevID),
+	}
 }
 
 // barrier waits until every publish so far is acknowledged.
@@ -248,6 +260,9 @@ func (pl *pipeline) ack() {
 			continue
 		}
 		err := pl.await(f)
+		if err != nil && pl.failure() == nil {
+			err = pl.retry(f, err)
+		}
 		<-pl.slots
 		if err != nil {
 			pl.fail(err)
@@ -268,15 +283,7 @@ func (pl *pipeline) await(f flight) error {
 	id := f.m.pos.MsgID()
 	select {
 	case ack := <-f.fut.Ok():
-		switch {
-		case ack.Stream != f.m.stream:
-			return fmt.Errorf("publish: revision %s stored in stream %s, want %s", id, ack.Stream, f.m.stream)
-		case ack.Sequence != f.wantSeq && ack.Duplicate:
-			return fmt.Errorf("publish: revision %s already on %s at sequence %d", id, ack.Stream, ack.Sequence)
-		case ack.Sequence != f.wantSeq:
-			return fmt.Errorf("publish: revision %s stored at sequence %d, want %d", id, ack.Sequence, f.wantSeq)
-		}
-		return nil
+		return checkAck(f, ack)
 	case err := <-f.fut.Err():
 		return fmt.Errorf("publish: publish revision %s: %w", id, err)
 	case <-t.C:

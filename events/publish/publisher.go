@@ -207,6 +207,7 @@ type publisherMetrics struct {
 	lag       prometheus.Histogram
 	last      prometheus.Gauge
 	published *prometheus.CounterVec
+	retries   prometheus.Counter
 }
 
 func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
@@ -224,11 +225,16 @@ func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
 			Name: "cairn_log_events_published_total",
 			Help: "Events published and acknowledged, by stream.",
 		}, []string{"stream"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cairn_log_publish_retries_total",
+			Help: "Publishes sent again with the same Nats-Msg-Id after an unknown outcome (no acknowledgement) or a failed fence.",
+		}),
 	}
 	if reg != nil {
 		m.lag = register(reg, m.lag)
 		m.last = register(reg, m.last)
 		m.published = register(reg, m.published)
+		m.retries = register(reg, m.retries)
 	}
 	return m
 }

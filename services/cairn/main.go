@@ -37,6 +37,7 @@ func commands() []command {
 		{"diff", "an object's changes between two points of the log", runDiff},
 		{"replay", "rebuild a data directory (etcd and the log) from the log alone", runReplay},
 		{"events", "follow the log (tail) or check it against etcd (verify)", runEvents},
+		{"cluster", "the servers: etcd members, the log's streams and replicas, the publisher, partition owners (cluster status)", runCluster},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -25,6 +25,16 @@ type EtcdConfig struct {
 	// NoFsync trades durability for speed; only for tests and benchmarks
 	// that measure something other than the disk.
 	NoFsync bool
+	// Name is the member's name, unique in its cluster; "" is "cairn".
+	Name string
+	// PeerAddr is host:port for the other members; "" picks a free
+	// loopback port.
+	PeerAddr string
+	// InitialCluster is etcd's --initial-cluster (name=peerURL,...) of a
+	// member that joins an existing cluster (see JoinEtcd); "" starts a new
+	// cluster of this one member. Ignored once the data directory holds a
+	// member: a restart rejoins with what it recorded.
+	InitialCluster string
 	// NoListen opens no port at all (ClientAddr is ignored): the member is
 	// reached only through InProcessClient, e.g. to rebuild a data
 	// directory that a listening member serves later.
@@ -45,6 +55,9 @@ const MaxRequestBytes = 8 << 20
 func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec := embed.NewConfig()
 	ec.Name = "cairn"
+	if cfg.Name != "" {
+		ec.Name = cfg.Name
+	}
 	ec.Dir = filepath.Clean(cfg.Dir)
 	ec.LogLevel = "error"
 	// etcd's zap logger reports normal shutdown as errors; cairn logs what
@@ -97,6 +110,15 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	return &Etcd{e: e, endpoint: ep}, nil
 }
 
+// PeerURL is the URL the other members reach this one on; "" with NoListen.
+func (e *Etcd) PeerURL() string {
+	if len(e.e.Config().AdvertisePeerUrls) == 0 || e.endpoint == "" {
+		return ""
+	}
+	u := e.e.Config().AdvertisePeerUrls[0]
+	return u.String()
+}
+
 // Endpoint is the client URL, e.g. http://127.0.0.1:2379; "" with NoListen.
 func (e *Etcd) Endpoint() string { return e.endpoint }
 
@@ -130,15 +152,23 @@ func listenOn(ec *embed.Config, cfg EtcdConfig) (url.URL, error) {
 		}
 		clientAddr = a
 	}
-	peerAddr, err := freeAddr()
-	if err != nil {
-		return url.URL{}, fmt.Errorf("embedded: etcd peer port: %w", err)
+	peerAddr := cfg.PeerAddr
+	if peerAddr == "" {
+		a, err := freeAddr()
+		if err != nil {
+			return url.URL{}, fmt.Errorf("embedded: etcd peer port: %w", err)
+		}
+		peerAddr = a
 	}
 	cu := url.URL{Scheme: "http", Host: clientAddr}
 	pu := url.URL{Scheme: "http", Host: peerAddr}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	ec.InitialCluster = ec.Name + "=" + pu.String()
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
 	return cu, nil
 }
 

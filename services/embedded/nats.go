@@ -3,6 +3,9 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -15,6 +18,30 @@ type NATSConfig struct {
 	StoreDir string
 	// Port for clients on 127.0.0.1; -1 picks a free one.
 	Port int
+	// Host the client port listens on; "" is 127.0.0.1.
+	Host string
+	// Name is the server's name, unique in a NATS cluster (JetStream's
+	// meta group knows its peers by it); "" is "cairn".
+	Name string
+	// Cluster, when its Name is set, makes the server one of a NATS
+	// cluster with JetStream clustered (nats-server's cluster block).
+	Cluster NATSCluster
+}
+
+// NATSCluster is the cluster block of a clustered server, as nats-server's
+// clustering guide has it: a cluster name shared by every server, a route
+// listener, and routes to (some of) the others; the servers gossip the rest.
+type NATSCluster struct {
+	// Name is the cluster's name; every server of one cluster has the same.
+	Name string
+	// Host and Port the route listener binds; Port -1 picks a free one.
+	Host string
+	Port int
+	// Routes are nats-route://HOST:PORT URLs of other servers. A server
+	// listed that is this one is ignored by nats-server. None (the first
+	// server of a cluster) routes to itself: clustered JetStream needs a
+	// route configured.
+	Routes []string
 }
 
 // MaxPayload is the largest message cairn publishes: an event carrying a
@@ -28,9 +55,17 @@ type NATS struct {
 
 // StartNATS starts the server and waits until it accepts connections.
 func StartNATS(cfg NATSConfig) (*NATS, error) {
+	host := cfg.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "cairn"
+	}
 	opts := &server.Options{
-		ServerName: "cairn",
-		Host:       "127.0.0.1",
+		ServerName: name,
+		Host:       host,
 		Port:       cfg.Port,
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
@@ -43,6 +78,34 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		NoSigs: true,
 		NoLog:  true,
 	}
+	if c := cfg.Cluster; c.Name != "" {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
+		if opts.Cluster.Host == "" {
+			opts.Cluster.Host = host
+		}
+		routes := c.Routes
+		if len(routes) == 0 {
+			// Clustered JetStream refuses to start without a route; the
+			// first server of a cluster routes to itself (nats-server
+			// ignores a route to its own listener), which needs its port
+			// known before it listens.
+			if opts.Cluster.Port <= 0 {
+				p, err := freePort(opts.Cluster.Host)
+				if err != nil {
+					return nil, fmt.Errorf("embedded: nats cluster port: %w", err)
+				}
+				opts.Cluster.Port = p
+			}
+			routes = []string{"nats-route://" + net.JoinHostPort(opts.Cluster.Host, strconv.Itoa(opts.Cluster.Port))}
+		}
+		for _, r := range routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("embedded: nats route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: nats: %w", err)
@@ -54,6 +117,19 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 	}
 	return &NATS{s: s}, nil
 }
+
+// ClusterURL is the route URL other servers of its cluster reach it on,
+// nats-route://HOST:PORT; "" if the server is not clustered.
+func (n *NATS) ClusterURL() string {
+	addr := n.s.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return "nats-route://" + addr.String()
+}
+
+// Server is the running server, for its monitoring calls (Jsz, Routez).
+func (n *NATS) Server() *server.Server { return n.s }
 
 // URL is the client URL, e.g. nats://127.0.0.1:4222.
 func (n *NATS) URL() string { return n.s.ClientURL() }
@@ -72,4 +148,13 @@ func (n *NATS) Connect(opts ...nats.Option) (*nats.Conn, error) {
 func (n *NATS) Close() {
 	n.s.Shutdown()
 	n.s.WaitForShutdown()
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
