@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,6 +73,13 @@ type Config struct {
 	// RootDir holds per-pod directories (volumes) and container logs
 	// (RootDir/logs/pods). Required unless the runtime is simulated.
 	RootDir string
+	// PluginRegistrationDir, if set, is the kubelet's plugin registration
+	// directory (kube's /var/lib/kubelet/plugins_registry): CSI drivers
+	// whose registration sockets appear there are registered (the node's
+	// CSINode, topology labels) and the pods' claims bound to their
+	// volumes are staged and published under RootDir (required then).
+	// Empty: no CSI, claims stay unmounted (hollow nodes).
+	PluginRegistrationDir string
 	// ClusterDNS are the cluster DNS Service's addresses (kubelet
 	// --cluster-dns), the nameservers of ClusterFirst pods; empty makes
 	// those pods use the node's resolver, with a MissingClusterDNS Event.
@@ -126,6 +134,9 @@ type Config struct {
 func (c *Config) defaults() error {
 	if c.RestConfig == nil || c.JS == nil || c.NodeName == "" || c.Runtime == nil {
 		return fmt.Errorf("kubelet: RestConfig, JS, NodeName and Runtime are required: %w", ErrConfig)
+	}
+	if c.PluginRegistrationDir != "" && c.RootDir == "" {
+		return fmt.Errorf("kubelet: PluginRegistrationDir needs RootDir: %w", ErrConfig)
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -190,6 +201,12 @@ type Kubelet struct {
 	// events records the kubelet's Events; nil on a simulated runtime,
 	// which records none.
 	events *eventrecord.Recorder
+
+	// csi is the CSI plugin manager; nil without PluginRegistrationDir.
+	csi *csiPlugins
+	// csiMu serialises the node's stage, publish and their undoing, so
+	// that a global mount is never unstaged while another pod stages it.
+	csiMu sync.Mutex
 }
 
 // New builds a kubelet. It does not contact anything; Run does.
@@ -231,6 +248,9 @@ func New(cfg Config) (*Kubelet, error) {
 		nodeIP:  cfg.NodeIP,
 	}
 	k.dns.Warn = k.dnsWarning
+	if cfg.PluginRegistrationDir != "" {
+		k.csi = newCSIPlugins(k, cfg.PluginRegistrationDir)
+	}
 	k.workers = newWorkers(k)
 	if n, ok := cfg.Runtime.(container.Notifier); ok {
 		n.SetNotify(func(uid string) { k.workers.kickUID(types.UID(uid)) })
@@ -261,7 +281,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	if !info.Simulated && k.cfg.RootDir == "" {
 		return fmt.Errorf("kubelet: RootDir is required with runtime %s: %w", info.Name, ErrConfig)
 	}
-	if !info.Simulated {
+	// A hollow kubelet with CSI mounts real volumes: it reports on them.
+	if !info.Simulated || k.csi != nil {
 		if k.events, err = k.newRecorder(); err != nil {
 			return err
 		}
@@ -286,6 +307,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	if k.listener != nil {
 		runners = append(runners, consumer.RunnerFunc(k.serve))
+	}
+	if k.csi != nil {
+		runners = append(runners, consumer.RunnerFunc(k.csi.run), consumer.RunnerFunc(k.orphanLoop))
 	}
 	if k.own {
 		runners = append(runners, k.m)

@@ -104,6 +104,9 @@ func (k *Kubelet) setNodeStatus(n *corev1.Node, heartbeat time.Time) {
 		{Type: corev1.NodeHostName, Address: k.cfg.Hostname},
 	}
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = k.port
+	if k.csi != nil {
+		n.Status.VolumesInUse = k.volumesInUse()
+	}
 	n.Status.NodeInfo = k.nodeInfo()
 	hb := metav1.NewTime(heartbeat.Truncate(time.Second))
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",

@@ -2,7 +2,9 @@ package kubelet
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +36,8 @@ type NodeConfig struct {
 	JS         jetstream.JetStream
 	NodeName   string
 	// Dir holds the node's containerd state (Dir/node) and the kubelet's
-	// pod directories and logs (Dir/kubelet).
+	// pod directories and logs (Dir/kubelet), and its plugin registration
+	// directory (PluginRegistrationDir), where CSI drivers register.
 	Dir string
 	// NetNS is the network namespace of the node's pods, created if
 	// missing and deleted at the end.
@@ -129,7 +132,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	k, err := New(Config{RestConfig: cfg.RestConfig, Client: client, JS: cfg.JS, NodeName: cfg.NodeName, Runtime: crt,
-		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log,
+		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), PluginRegistrationDir: PluginRegistrationDir(cfg.Dir), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf})
 	if err != nil {
 		return err
@@ -159,4 +162,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		cfg.Ready()
 	}
 	return consumer.RunAll(ctx, runners...)
+}
+
+// PluginRegistrationDir is the plugin registration directory of the real
+// node on dir (NodeConfig.Dir): dir/kubelet/plugins_registry, as kube's
+// /var/lib/kubelet/plugins_registry, or /run/cairn-kubelet/<hash of
+// dir>/plugins_registry when that path leaves too little room for the
+// sockets in it (a unix socket path has at most 107 bytes).
+func PluginRegistrationDir(dir string) string {
+	p := filepath.Join(dir, "kubelet", "plugins_registry")
+	if len(p) > 60 {
+		sum := sha256.Sum256([]byte(dir))
+		p = filepath.Join("/run/cairn-kubelet", hex.EncodeToString(sum[:6]), "plugins_registry")
+	}
+	return p
 }

@@ -53,6 +53,10 @@ func (k *Kubelet) syncPod(ctx context.Context, w *worker, log *slog.Logger) (tim
 // finishes once the runtime holds nothing of it.
 func (k *Kubelet) syncGone(ctx context.Context, w *worker, rs *container.PodStatus, log *slog.Logger) (time.Duration, bool) {
 	if len(rs.Sandboxes) == 0 && len(rs.Containers) == 0 {
+		if err := k.teardownVolumes(ctx, w.uid); err != nil {
+			k.logErr(ctx, "unmount volumes", err)
+			return retryAfter, false
+		}
 		k.removePodDirs(string(w.uid), w.namespace, w.name)
 		return 0, true
 	}
@@ -104,6 +108,12 @@ func (k *Kubelet) syncTerminating(ctx context.Context, w *worker, pod *corev1.Po
 	}
 	if err := k.removePod(ctx, rs); err != nil {
 		k.logErr(ctx, "remove pod", err)
+		return retryAfter
+	}
+	// As kube's status manager, the pod goes from the API only once its
+	// volumes are unmounted.
+	if err := k.teardownVolumes(ctx, pod.UID); err != nil {
+		k.logErr(ctx, "unmount volumes", err)
 		return retryAfter
 	}
 	k.removePodDirs(string(pod.UID), pod.Namespace, pod.Name)
@@ -259,6 +269,14 @@ func (k *Kubelet) createSandbox(ctx context.Context, w *worker, pod *corev1.Pod,
 		if err := k.setupVolumes(ctx, pod); err != nil {
 			k.logErr(ctx, "volumes", err)
 			return retryAfter * 2, false
+		}
+	}
+	if k.csi != nil {
+		if err := k.setupCSIVolumes(ctx, pod); err != nil {
+			if !errors.Is(err, errNotAttached) {
+				k.logErr(ctx, "volumes", err)
+			}
+			return retryAfter, false
 		}
 	}
 	var attempt uint32

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cairn-dev/cairn/services/csi/mount"
 	"github.com/cairn-dev/cairn/services/kubelet/container"
 )
 
@@ -54,6 +55,8 @@ func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 		dir := k.volumeDir(string(pod.UID), v)
 		var err error
 		switch {
+		case claimName(pod, v) != "":
+			continue // CSI: setupCSIVolumes
 		case v.HostPath != nil:
 			err = setupHostPath(v.HostPath)
 		case v.EmptyDir != nil:
@@ -315,6 +318,12 @@ func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container) ([]container.Moun
 			return nil, fmt.Errorf("volumeMount %q: no volume with that name", m.Name)
 		}
 		host := k.volumeDir(string(pod.UID), v)
+		if claimName(pod, v) != "" {
+			var ok bool
+			if host, ok = k.csiTarget(pod.UID, v.Name); !ok {
+				return nil, fmt.Errorf("volumeMount %q: volume %q is not mounted", m.Name, v.Name)
+			}
+		}
 		if m.SubPath != "" {
 			sub := filepath.Clean(m.SubPath)
 			if filepath.IsAbs(sub) || strings.HasPrefix(sub, "..") {
@@ -335,10 +344,15 @@ func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container) ([]container.Moun
 
 // removePodDirs removes the pod's volumes (not hostPaths) and logs.
 func (k *Kubelet) removePodDirs(uid, namespace, name string) {
-	if k.info.Simulated || k.cfg.RootDir == "" || uid == "" {
+	if (k.info.Simulated && k.csi == nil) || k.cfg.RootDir == "" || uid == "" {
 		return
 	}
 	k.tokens.forgetPod(types.UID(uid))
+	// Never remove through a mount: that would delete a volume's data.
+	if mounts, err := mount.Under(k.podDir(uid)); err != nil || len(mounts) > 0 {
+		k.log.Warn("pod dir still has mounts: kept", "uid", uid, "mounts", mounts, "err", err)
+		return
+	}
 	if err := os.RemoveAll(k.podDir(uid)); err != nil {
 		k.log.Warn("remove pod dir", "uid", uid, "err", err)
 	}

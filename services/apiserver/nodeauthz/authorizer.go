@@ -172,6 +172,11 @@ func NodeRules() []rbacv1.PolicyRule {
 		rule([]string{"update", "patch"}, "", "pods/status"),
 		rule([]string{"create"}, "", "pods/eviction"),
 		rule([]string{"get"}, "", "persistentvolumes"),
+		// CSI: the kubelet waits for attachments, registers its drivers in
+		// its CSINode (NodeRestriction: its own) and reads their CSIDrivers.
+		rule([]string{"get"}, "storage.k8s.io", "volumeattachments"),
+		rule([]string{"get", "create", "update", "patch", "delete"}, "storage.k8s.io", "csinodes"),
+		rule(read, "storage.k8s.io", "csidrivers"),
 		rule([]string{"get"}, "", "endpoints"),
 		// Client certificate rotation (and serving certificates).
 		rule([]string{"create", "get", "list", "watch"}, "certificates.k8s.io", "certificatesigningrequests"),

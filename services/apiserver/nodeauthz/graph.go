@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/schemas"
 	"github.com/cairn-dev/cairn/schemas/codec"
 	"github.com/cairn-dev/cairn/services/apiserver/objcache"
 	"github.com/cairn-dev/cairn/services/apiserver/storage"
@@ -86,6 +87,8 @@ func decodePodRefs(raw []byte) (objcache.Key, podRefs, error) {
 			add(&r.configMaps, v.ConfigMap.Name)
 		case v.PersistentVolumeClaim != nil:
 			add(&r.pvcs, v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil:
+			add(&r.pvcs, schemas.EphemeralClaimName(&pod, &v))
 		case v.Projected != nil:
 			for _, src := range v.Projected.Sources {
 				if src.Secret != nil {

@@ -15,7 +15,8 @@ import (
 // (plugin/pkg/admission/noderestriction) for what cairn serves: a node may
 // create and modify only its own Node, create only mirror pods bound to
 // itself, delete, evict and update the status of only the pods bound to
-// it, and request tokens only bound to its own pods. Other users pass.
+// it, modify only its own CSINode, and request tokens only bound to its
+// own pods. Other users pass.
 type Restriction struct {
 	Graph *Graph
 }
@@ -39,6 +40,13 @@ func (r *Restriction) Admit(_ context.Context, a *apiserver.AdmissionRequest) er
 	if a.Resource.GroupVersion.Group == "coordination.k8s.io" && a.Resource.Plural == "leases" {
 		if a.Operation == "CREATE" && a.Object != nil && a.Object.GetName() != node {
 			return forbid("can only access node lease with the same name as the requesting node")
+		}
+		return nil
+	}
+	if a.Resource.GroupVersion.Group == "storage.k8s.io" && a.Resource.Plural == "csinodes" {
+		// kube's admitCSINode: a node's own CSINode only.
+		if a.Name != node && (a.Object == nil || a.Object.GetName() != node) {
+			return forbid("node %q is not allowed to modify CSINode %q", node, a.Name)
 		}
 		return nil
 	}

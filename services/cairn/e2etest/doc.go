@@ -25,6 +25,12 @@
 // and 10,000 pods of 100 Deployments on 1,000 hollow nodes through the real
 // controller-manager and scheduler.
 //
+// TestE2EStorage is issue 18's path on the node: the default StorageClass
+// standard and the driver's CSINode out of the box, a claim provisioned
+// and bound for its pod, written and read again by a new pod, kept mounted
+// across a SIGKILLed cairn up and unmounted by a later delete, Delete and
+// Retain reclaim, and a StatefulSet's replacement pod reading its claim.
+//
 // TestE2EStatefulSet runs a StatefulSet of 2 behind a headless Service on
 // the node: db-0 then db-1 in containerd, each with its hostname (kubectl
 // exec), and a deleted db-0 back under its name.

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/csi/hostpath"
 	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 	"github.com/cairn-dev/cairn/services/pki"
 	"github.com/cairn-dev/cairn/services/scheduler"
@@ -30,12 +31,19 @@ func services(cfg Config, paths Paths, p *pki.PKI, id string, log *slog.Logger, 
 	cp := &controlPlaneService{cfg: cfg, paths: paths, pki: p, id: id, log: log, rep: rep}
 	cm := &controllerManagerService{cp: cp}
 	sched := &schedulerService{cp: cp}
-	svcs := []supervisor.Service{cp, cm, sched, &clusterDNSService{cp: cp}}
+	svcs := []supervisor.Service{cp}
+	name := cfg.NodeName
+	if name == "" {
+		name = nodeName()
+	}
 	if cfg.Node {
-		name := cfg.NodeName
-		if name == "" {
-			name = nodeName()
-		}
+		// The node's CSI driver before the controller-manager, which acts
+		// as its provisioner and attacher.
+		svcs = append(svcs, &csiDriverService{cp: cp, node: name})
+		cm.csi = map[string]string{hostpath.DriverName: "unix://" + CSISocket(paths.Root)}
+	}
+	svcs = append(svcs, cm, sched, &clusterDNSService{cp: cp})
+	if cfg.Node {
 		svcs = append(svcs, &nodeService{cp: cp, name: name})
 	}
 	return svcs
@@ -101,6 +109,8 @@ const ControllerManagerKubeconfig = "controller-manager.kubeconfig"
 type controllerManagerService struct {
 	cp *controlPlaneService
 	m  *manager.Manager
+	// csi are the CSI drivers' controller sockets (--csi-endpoint).
+	csi map[string]string
 }
 
 func (s *controllerManagerService) Name() string { return "controller-manager" }
@@ -119,7 +129,7 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 		return err
 	}
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, ServiceAccountKeyDir: s.cp.paths.PKI,
-		ClusterSigningDir: s.cp.paths.PKI, Log: s.cp.log.With("service", "controller-manager")})
+		ClusterSigningDir: s.cp.paths.PKI, CSIEndpoints: s.csi, Log: s.cp.log.With("service", "controller-manager")})
 	if err != nil {
 		return err
 	}
