@@ -28,7 +28,8 @@
 //   - object: the full object after the change, for DELETED its last state,
 //     with metadata.resourceVersion set to revision.
 //   - verb: the API verb (create, update, patch, delete, ...).
-//   - actor: the authenticated user and groups; empty for foreign writes.
+//   - actor: the authenticated user, its groups, and its uid and extra when
+//     the authenticator gives them; empty for foreign writes.
 //   - auditID: the apiserver's audit id of the request.
 //   - causationID: the id of the event the writer was reacting to.
 //   - correlationID: the id of the root of the chain (the kubectl apply that

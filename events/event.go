@@ -37,10 +37,16 @@ const (
 	Deleted  Type = "DELETED"
 )
 
-// Actor is the authenticated user who made a change.
+// Actor is the authenticated user who made a change: kube's user.Info.
+// UID and Extra are what the authenticator knows besides the name and
+// groups (for a service account's bound token: the ServiceAccount's UID,
+// and the pod, node and credential id under authentication.kubernetes.io/
+// keys, as kube-apiserver sets them).
 type Actor struct {
-	User   string   `json:"user"`
-	Groups []string `json:"groups,omitempty"`
+	User   string              `json:"user"`
+	UID    string              `json:"uid,omitempty"`
+	Groups []string            `json:"groups,omitempty"`
+	Extra  map[string][]string `json:"extra,omitempty"`
 }
 
 // WriteMeta is what the apiserver knows about a write besides the object. It

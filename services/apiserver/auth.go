@@ -3,12 +3,14 @@ package apiserver
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/services/pki"
@@ -74,6 +76,25 @@ func (t TokenAuthenticator) Authenticate(r *http.Request) (User, bool, error) {
 		}
 	}
 	return User{}, false, fmt.Errorf("invalid bearer token")
+}
+
+// AudienceAuthenticator is an Authenticator of bearer tokens that have
+// audiences (kube's audience-aware token authenticators: service-account
+// tokens). Asked whether token is for one of targets, it answers its user
+// and the targets it is for; a token that is not its kind is
+// ErrTokenNotRecognized. TokenReview asks it with the review's audiences.
+type AudienceAuthenticator interface {
+	Authenticator
+	AuthenticateAudiences(ctx context.Context, token string, targets []string) (u User, matched []string, err error)
+}
+
+// ErrTokenNotRecognized is an AudienceAuthenticator's answer for a token
+// that is not its kind (the next authenticator may know it).
+var ErrTokenNotRecognized = errors.New("apiserver: token not recognized")
+
+// userInfo is u as k8s.io/apiserver's user.Info (webhooks, policies).
+func userInfo(u User) user.Info {
+	return &user.DefaultInfo{Name: u.User, UID: u.UID, Groups: u.Groups, Extra: u.Extra}
 }
 
 // Authenticators tries each in turn; the first that recognises credentials

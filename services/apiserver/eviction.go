@@ -63,6 +63,12 @@ func (s *Server) evict(q *request) {
 		opts = *ev.DeleteOptions
 	}
 	dryRunFromBody(q, opts)
+	// Admission sees the eviction as kube's does: a create of pods/eviction.
+	if err := s.admit(q.ctx(), &AdmissionRequest{Resource: q.res, Subresource: "eviction", Operation: "CREATE",
+		Namespace: q.info.Namespace, Name: q.info.Name, Object: &ev, User: userFrom(q.ctx()), DryRun: isDryRun(q)}); err != nil {
+		writeStatus(q.w, err)
+		return
+	}
 	if err := s.takeDisruption(q); err != nil {
 		writeStatus(q.w, err)
 		return

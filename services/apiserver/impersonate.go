@@ -94,7 +94,11 @@ func (s *Server) impersonate(ctx context.Context, r *http.Request, requester Use
 	} else if !slices.Contains(groups, GroupAuthenticated) && !slices.Contains(groups, GroupUnauthenticated) {
 		groups = append(groups, GroupAuthenticated)
 	}
-	return User{User: name, Groups: groups}, nil
+	u := User{User: name, UID: uid, Groups: groups}
+	if len(extras) > 0 {
+		u.Extra = extras
+	}
+	return u, nil
 }
 
 func sortedKeys(m map[string][]string) []string {

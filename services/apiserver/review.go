@@ -12,6 +12,8 @@ import (
 
 // The reviews: kube-apiserver's create-only resources that tell the
 // requesting user who they are (SelfSubjectReview, `kubectl auth whoami`),
+// who the bearer of a token is (TokenReview, answered by the
+// authenticators),
 // whether they may do something (SelfSubjectAccessReview, `kubectl auth
 // can-i`), everything they may do (SelfSubjectRulesReview, `kubectl auth
 // can-i --list`; complete only with a RuleLister authorizer), and whether
@@ -41,6 +43,11 @@ var (
 		Plural: "selfsubjectrulesreviews", Singular: "selfsubjectrulesreview", Verbs: []string{"create"},
 		New: func() schemas.Object { return &authorizationv1.SelfSubjectRulesReview{} },
 	}
+	tokenReviews = &schemas.Resource{
+		GroupVersion: authenticationv1.SchemeGroupVersion, Kind: "TokenReview",
+		Plural: "tokenreviews", Singular: "tokenreview", Verbs: []string{"create"},
+		New: func() schemas.Object { return &authenticationv1.TokenReview{} },
+	}
 	selfReviews = &schemas.Resource{
 		GroupVersion: authenticationv1.SchemeGroupVersion, Kind: "SelfSubjectReview",
 		Plural: "selfsubjectreviews", Singular: "selfsubjectreview", Verbs: []string{"create"},
@@ -50,7 +57,7 @@ var (
 
 // ReviewResources are the self reviews the apiserver serves, for discovery.
 func ReviewResources() []*schemas.Resource {
-	return []*schemas.Resource{localAccessReviews, selfAccessReviews, selfRulesReviews, accessReviews, selfReviews}
+	return []*schemas.Resource{localAccessReviews, selfAccessReviews, selfRulesReviews, accessReviews, selfReviews, tokenReviews}
 }
 
 func (s *Server) handleReviews() {
@@ -124,14 +131,42 @@ func (s *Server) answerReview(r *http.Request, obj schemas.Object) error {
 	case *authorizationv1.SelfSubjectRulesReview:
 		review.Status = s.rulesOf(u, review.Spec.Namespace)
 	case *authenticationv1.SelfSubjectReview:
-		review.Status.UserInfo = authenticationv1.UserInfo{Username: u.User, Groups: u.Groups}
+		review.Status.UserInfo = authUserInfo(u)
+	case *authenticationv1.TokenReview:
+		if review.Spec.Token == "" {
+			return errBadRequest("token is required for TokenReview in authentication")
+		}
+		st, err := s.reviewToken(r.Context(), review.Spec)
+		if err != nil {
+			return err
+		}
+		review.Spec, review.Status = authenticationv1.TokenReviewSpec{}, st
 	}
 	return nil
 }
 
+// authUserInfo is u as authentication/v1 spells it.
+func authUserInfo(u User) authenticationv1.UserInfo {
+	ui := authenticationv1.UserInfo{Username: u.User, UID: u.UID, Groups: u.Groups}
+	for k, v := range u.Extra {
+		if ui.Extra == nil {
+			ui.Extra = map[string]authenticationv1.ExtraValue{}
+		}
+		ui.Extra[k] = v
+	}
+	return ui
+}
+
 // subjectOf is the user a SubjectAccessReview asks about.
 func subjectOf(spec *authorizationv1.SubjectAccessReviewSpec) User {
-	return User{User: spec.User, Groups: spec.Groups}
+	u := User{User: spec.User, UID: spec.UID, Groups: spec.Groups}
+	for k, v := range spec.Extra {
+		if u.Extra == nil {
+			u.Extra = map[string][]string{}
+		}
+		u.Extra[k] = v
+	}
+	return u
 }
 
 // decide asks the authorizer about u doing what the attributes say.

@@ -50,7 +50,12 @@ type Config struct {
 	Hub *watchhub.Hub
 
 	Authenticator Authenticator
-	Authorizer    Authorizer
+	// APIAudiences are the apiserver's own token audiences (kube's
+	// --api-audiences, by default the service-account issuer): a
+	// TokenReview without audiences asks for them, and tokens without
+	// audiences of their own (static, bootstrap) are only for them.
+	APIAudiences []string
+	Authorizer   Authorizer
 	// Admission runs, in order, after decoding and before validation,
 	// and after the built-in plugins (admission.go).
 	Admission []AdmissionPlugin

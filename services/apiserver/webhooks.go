@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/cairn-dev/cairn/events"
@@ -31,7 +30,7 @@ import (
 func (s *Server) webhookRequest(q *request, a *AdmissionRequest) *webhook.Request {
 	r := &webhook.Request{Resource: a.Resource.GVR(), Subresource: a.Subresource, Kind: a.Resource.GVK(),
 		Operation: admission.Operation(a.Operation), Namespace: a.Namespace, Name: a.Name, DryRun: a.DryRun,
-		User: &user.DefaultInfo{Name: a.User.User, Groups: a.User.Groups}, New: func() runtime.Object { return a.Resource.New() }}
+		User: userInfo(a.User), New: func() runtime.Object { return a.Resource.New() }}
 	if a.Object != nil {
 		r.Object = a.Object
 	}

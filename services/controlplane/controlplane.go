@@ -277,6 +277,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Registry:           cp.Registry,
 		Hub:                cp.Hub,
 		Authenticator:      apiserver.Authenticators{az.lb, cp.bootstrapTokens(cfg), sa.authn, authn},
+		APIAudiences:       sa.tokens.Audiences(),
 		Authorizer:         authz,
 		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), volumeadmission.Plugins(classes), csradmission.Plugins(authz), cfg.Admission),
 		Tokens:             sa.tokens,

@@ -2,27 +2,34 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/cairn-dev/cairn/schemas/codec"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/nodeauthz"
+	"github.com/cairn-dev/cairn/services/apiserver/storage"
 )
 
 // nodeAuthz is the Node authorizer and NodeRestriction of a control plane
 // (Config.NodeAuthorizer); nil when off.
 type nodeAuthz struct {
 	graph *nodeauthz.Graph
+	store *storage.Store
 }
 
 func (cp *ControlPlane) newNodeAuthz(cfg Config) *nodeAuthz {
 	if !cfg.NodeAuthorizer {
 		return nil
 	}
-	return &nodeAuthz{graph: nodeauthz.NewGraph(cp.Store, cp.Hub, cfg.Log.With("component", "node-authorizer"))}
+	return &nodeAuthz{graph: nodeauthz.NewGraph(cp.Store, cp.Hub, cfg.Log.With("component", "node-authorizer")), store: cp.Store}
 }
 
 // authorizer is Node before next (RBAC), or next alone when off.
@@ -37,7 +44,24 @@ func (n *nodeAuthz) plugins() []apiserver.AdmissionPlugin {
 	if n == nil {
 		return nil
 	}
-	return []apiserver.AdmissionPlugin{&nodeauthz.Restriction{Graph: n.graph}}
+	return []apiserver.AdmissionPlugin{&nodeauthz.Restriction{Graph: n.graph, NodeUID: n.nodeUID}}
+}
+
+// nodeUID reads a Node's UID from etcd: only a node creating a mirror pod
+// asks, so no cache of the nodes is kept for it.
+func (n *nodeAuthz) nodeUID(ctx context.Context, name string) (types.UID, error) {
+	kv, err := n.store.Get(ctx, storage.Key("", "nodes", "", name))
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", apierrors.NewNotFound(corev1.Resource("nodes"), name)
+	}
+	if err != nil {
+		return "", err
+	}
+	var node metav1.PartialObjectMetadata
+	if err := codec.Unmarshal(kv.Value, &node); err != nil {
+		return "", err
+	}
+	return node.UID, nil
 }
 
 // start empties the system:node binding the bootstrap policy binds to

@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,9 +145,14 @@ func TestNodeAuthorizer(t *testing.T) {
 			`pods "p3" is forbidden: pod does not have "kubernetes.io/config.mirror" annotation, node "n1" can only create mirror pods`},
 		{"a token for another node's pod", func() error {
 			_, err := n1.CoreV1().ServiceAccounts("team").CreateToken(ctx, "bot", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p2"}}}, metav1.CreateOptions{})
+				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p2", UID: p2.UID}}}, metav1.CreateOptions{})
 			return err
 		}, `serviceaccounts/token "bot" is forbidden: node requested token bound to a pod scheduled on a different node`},
+		{"a token bound to a pod without its uid", func() error {
+			_, err := n1.CoreV1().ServiceAccounts("team").CreateToken(ctx, "bot", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: "p1"}}}, metav1.CreateOptions{})
+			return err
+		}, `serviceaccounts/token "bot" is forbidden: node requested token with a pod binding without a uid`},
 		{"an unbound token", func() error {
 			_, err := n1.CoreV1().ServiceAccounts("team").CreateToken(ctx, "bot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			return err
@@ -180,5 +186,151 @@ func TestNodeAuthorizer(t *testing.T) {
 		if err != nil || len(r.Status.ResourceRules) == 0 || r.Status.Incomplete != c.incomplete {
 			t.Errorf("rules review: %v %+v", err, r)
 		}
+	}
+}
+
+// TestNodeRestriction: kube's NodeRestriction rules on a node's own
+// objects, with real kubelet credentials: the labels a kubelet may set on
+// its Node (never under node-restriction.kubernetes.io, only kubelet
+// labels of kubernetes.io and k8s.io), its taints, the labels of its
+// pods, evictions and mirror pods; refusals are kube's 403s and write
+// nothing.
+func TestNodeRestriction(t *testing.T) {
+	env := controlplanetest.Start(t, controlplanetest.Options{TLS: true, NodeAuthorizer: true})
+	ctx := ctxFor(t, 60*time.Second)
+	admin := env.Client
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}))
+	must(admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, metav1.CreateOptions{}))
+	n1 := nodeClient(t, env, "n1")
+	n3 := nodeClient(t, env, "n3")
+
+	// A kubelet registers itself with its own labels and taints.
+	node, err := n1.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{
+		corev1.LabelHostname: "n1", corev1.LabelOSStable: "linux", "kubelet.kubernetes.io/role": "worker",
+		"team.node.kubernetes.io/x": "y", "example.com/own": "yes"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "a", Effect: corev1.TaintEffectNoSchedule}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a kubelet registering with kubelet labels and taints: %v", err)
+	}
+	for _, p := range []string{
+		`{"metadata":{"labels":{"topology.kubernetes.io/zone":"z1","example.com/own":"changed"}}}`,
+		`{"metadata":{"labels":{"example.com/own":null}}}`,
+	} {
+		if _, err := n1.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Errorf("patch %s: %v", p, err)
+		}
+	}
+	p1, err := admin.CoreV1().Pods("team").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1", Labels: map[string]string{"app": "a"}},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(admin.CoreV1().Pods("team").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p2"},
+		Spec: corev1.PodSpec{NodeName: "n2", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{}))
+	// A mirror pod owned by its node, by UID.
+	mirror := func(name string, owner []metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"},
+			OwnerReferences: owner}, Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	yes := true
+	ownedBy := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1", UID: uid, Controller: &yes}}
+	}
+	if _, err := n1.CoreV1().Pods("team").Create(ctx, mirror("static-web", ownedBy(node.UID)), metav1.CreateOptions{}); err != nil {
+		t.Errorf("a mirror pod owned by its node: %v", err)
+	}
+	// The graph has p1 before a node may evict it or read it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := n1.CoreV1().Pods("team").Get(ctx, "p1", metav1.GetOptions{})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	m := settle(t, env)
+	relabelled := p1.DeepCopy()
+	relabelled.Labels["app"] = "stolen"
+	secretPod := mirror("with-secret", ownedBy(node.UID))
+	secretPod.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d",
+		NodePublishSecretRef: &corev1.LocalObjectReference{Name: "creds"}}}}}
+	for _, c := range []struct {
+		name string
+		do   func() error
+		msg  string
+	}{
+		{"a node-restriction label", func() error {
+			_, err := n1.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/secure":"yes"}}}`), metav1.PatchOptions{})
+			return err
+		}, `nodes "n1" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/secure`},
+		{"a kubernetes.io label that is not a kubelet's", func() error {
+			_, err := n1.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":"","a.k8s.io/b":"c"}}}`), metav1.PatchOptions{})
+			return err
+		}, `nodes "n1" is forbidden: is not allowed to modify labels: a.k8s.io/b, node-role.kubernetes.io/control-plane`},
+		{"removing a kubernetes.io label through status", func() error {
+			cur, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Labels["node-role.kubernetes.io/worker"] = ""
+			_, err = n1.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}, `nodes "n1" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/worker`},
+		{"its own taints", func() error {
+			_, err := n1.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{})
+			return err
+		}, `nodes "n1" is forbidden: node "n1" is not allowed to modify taints`},
+		{"registering with a node-restriction label", func() error {
+			_, err := n3.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3",
+				Labels: map[string]string{"node-restriction.kubernetes.io/pool": "gpu", "kubernetes.io/hostname": "n3"}}}, metav1.CreateOptions{})
+			return err
+		}, `nodes "n3" is forbidden: node "n3" is not allowed to set the following labels: node-restriction.kubernetes.io/pool`},
+		{"registering as another node", func() error {
+			_, err := n3.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n4"}}, metav1.CreateOptions{})
+			return err
+		}, `nodes "n4" is forbidden: node "n3" is not allowed to modify node "n4"`},
+		{"the labels of its pod through status", func() error {
+			_, err := n1.CoreV1().Pods("team").UpdateStatus(ctx, relabelled, metav1.UpdateOptions{})
+			return err
+		}, `pods "p1" is forbidden: node "n1" cannot update labels through pod status`},
+		{"evicting another node's pod", func() error {
+			return n1.PolicyV1().Evictions("team").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: "team"}})
+		}, `pods "p2" is forbidden: node n1 can only evict pods with spec.nodeName set to itself`},
+		{"a mirror pod without its node as owner", func() error {
+			_, err := n1.CoreV1().Pods("team").Create(ctx, mirror("orphan", nil), metav1.CreateOptions{})
+			return err
+		}, `pods "orphan" is forbidden: node "n1" can only create pods with an owner reference set to itself`},
+		{"a mirror pod owned by an old node of its name", func() error {
+			_, err := n1.CoreV1().Pods("team").Create(ctx, mirror("stale", ownedBy("0000")), metav1.CreateOptions{})
+			return err
+		}, `pods "stale" is forbidden: node n1 UID mismatch: expected 0000 got ` + string(node.UID)},
+		{"a mirror pod that references a secret", func() error {
+			_, err := n1.CoreV1().Pods("team").Create(ctx, secretPod, metav1.CreateOptions{})
+			return err
+		}, `pods "with-secret" is forbidden: node "n1" can not create pods that reference secrets`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.do()
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("got %v, want 403 %q", err, c.msg)
+			}
+		})
+	}
+	requireNothingWritten(t, env, m)
+
+	// The admin may do all of it.
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, "n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/secure":"yes"}},"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("admin labels and untaints the node: %v", err)
+	}
+	// The node may still evict its own pod.
+	if err := n1.PolicyV1().Evictions("team").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "team"}}); err != nil {
+		t.Errorf("evicting its own pod: %v", err)
 	}
 }

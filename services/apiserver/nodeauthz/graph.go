@@ -76,55 +76,16 @@ func decodePodRefs(raw []byte) (objcache.Key, podRefs, error) {
 			*l = append(*l, name)
 		}
 	}
-	for _, s := range pod.Spec.ImagePullSecrets {
-		add(&r.secrets, s.Name)
-	}
+	visitSecrets(&pod, func(name string) { add(&r.secrets, name) })
+	visitConfigMaps(&pod, func(name string) { add(&r.configMaps, name) })
 	for _, v := range pod.Spec.Volumes {
 		switch {
-		case v.Secret != nil:
-			add(&r.secrets, v.Secret.SecretName)
-		case v.ConfigMap != nil:
-			add(&r.configMaps, v.ConfigMap.Name)
 		case v.PersistentVolumeClaim != nil:
 			add(&r.pvcs, v.PersistentVolumeClaim.ClaimName)
 		case v.Ephemeral != nil:
 			add(&r.pvcs, schemas.EphemeralClaimName(&pod, &v))
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					add(&r.secrets, src.Secret.Name)
-				}
-				if src.ConfigMap != nil {
-					add(&r.configMaps, src.ConfigMap.Name)
-				}
-			}
 		}
 	}
-	visit := func(cs []corev1.Container) {
-		for _, c := range cs {
-			for _, e := range c.EnvFrom {
-				if e.SecretRef != nil {
-					add(&r.secrets, e.SecretRef.Name)
-				}
-				if e.ConfigMapRef != nil {
-					add(&r.configMaps, e.ConfigMapRef.Name)
-				}
-			}
-			for _, e := range c.Env {
-				if e.ValueFrom == nil {
-					continue
-				}
-				if e.ValueFrom.SecretKeyRef != nil {
-					add(&r.secrets, e.ValueFrom.SecretKeyRef.Name)
-				}
-				if e.ValueFrom.ConfigMapKeyRef != nil {
-					add(&r.configMaps, e.ValueFrom.ConfigMapKeyRef.Name)
-				}
-			}
-		}
-	}
-	visit(pod.Spec.InitContainers)
-	visit(pod.Spec.Containers)
 	return objcache.Key{pod.Namespace, pod.Name}, r, nil
 }
 
