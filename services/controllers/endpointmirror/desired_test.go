@@ -98,7 +98,7 @@ func TestPlan(t *testing.T) {
 		{name: "two subsets, two families", ep: ep(
 			corev1.EndpointSubset{Addresses: addrs("10.0.0.1", "fd00::1"), Ports: epPorts(80)},
 			corev1.EndpointSubset{Addresses: addrs("10.0.0.2"), Ports: epPorts(443, 80)}),
-			want: []string{"create ext-* IPv4 [443,80] 10.0.0.2:r", "create ext-* IPv4 [80] 10.0.0.1:r", "create ext-* IPv6 [80] fd00::1:r"}},
+			want: []string{"create ext-* IPv4 [80,443] 10.0.0.2:r", "create ext-* IPv4 [80] 10.0.0.1:r", "create ext-* IPv6 [80] fd00::1:r"}},
 		{name: "subsets with the same ports share a slice", ep: ep(
 			corev1.EndpointSubset{Addresses: addrs("10.0.0.1"), Ports: epPorts(80)},
 			corev1.EndpointSubset{Addresses: addrs("10.0.0.2"), Ports: epPorts(80)}),
