@@ -105,6 +105,12 @@ type Config struct {
 	// in system:nodes) read only what their pods use and write only their
 	// own objects.
 	NodeAuthorizer bool
+	// MaxRequestsInFlight is API Priority and Fairness's server
+	// concurrency limit, shared out among the priority levels
+	// (kube-apiserver's --max-requests-inflight plus
+	// --max-mutating-requests-inflight); 0 means
+	// DefaultMaxRequestsInFlight.
+	MaxRequestsInFlight int
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
@@ -250,6 +256,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.RBAC = az.authorizer
+	fc, err := newFlowControl(az.lb, cfg.MaxRequestsInFlight)
+	if err != nil {
+		return nil, err
+	}
 	sa, err := cp.newServiceAccounts(cfg, extra)
 	if err != nil {
 		return nil, err
@@ -283,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		Webhooks:           wh,
 		Policies:           policies,
+		FlowControl:        fc.ctl,
 		ServiceIPs:         svcIPs,
 		NodePorts:          nodePorts,
 		Discovery: discovery.Dynamic(func() []*schemas.Resource { return slices.Concat(cp.Registry.All(), apiserver.ReviewResources()) },
@@ -334,6 +345,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := nodes.start(ctx, cp, az); err != nil {
+		return nil, err
+	}
+	if err := fc.start(ctx, cp, az.lb); err != nil {
 		return nil, err
 	}
 	cp.goRun("storageclass cache", classes.Run)

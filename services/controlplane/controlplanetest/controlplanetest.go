@@ -76,6 +76,9 @@ type Options struct {
 	// NodeAuthorizer runs the Node authorizer and NodeRestriction
 	// (controlplane.Config).
 	NodeAuthorizer bool
+	// MaxRequestsInFlight is controlplane.Config's (API Priority and
+	// Fairness's server concurrency limit).
+	MaxRequestsInFlight int
 }
 
 // Start starts a control plane in t.TempDir().
@@ -121,6 +124,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
 		NodeNetNS:               o.NodeNetNS,
+		MaxRequestsInFlight:     o.MaxRequestsInFlight,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
