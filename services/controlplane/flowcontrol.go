@@ -220,3 +220,11 @@ func danglingCondition(fs *flowcontrolv1.FlowSchema, pls map[string]bool) flowco
 func sameCondition(a, b flowcontrolv1.FlowSchemaCondition) bool {
 	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
+
+// controller is the filter's controller, nil when APF is off.
+func (f *flowControl) controller() utilflowcontrol.Interface {
+	if f == nil {
+		return nil
+	}
+	return f.ctl
+}

@@ -74,7 +74,7 @@ const overloadLeaseSeconds = 40
 
 func runOverload(t testing.TB, clients int, d time.Duration) overloadResult {
 	// Every user may do everything: APF, not authorization, is under test.
-	env := controlplanetest.Start(t, controlplanetest.Options{Authorizer: apiserver.AlwaysAllow{}})
+	env := controlplanetest.Start(t, controlplanetest.Options{Authorizer: apiserver.AlwaysAllow{}, PriorityAndFairness: true})
 	ctx := ctxFor(t, d+3*time.Minute)
 	cs := env.Client
 	const ns = "overload"

@@ -79,6 +79,8 @@ type Options struct {
 	// MaxRequestsInFlight is controlplane.Config's (API Priority and
 	// Fairness's server concurrency limit).
 	MaxRequestsInFlight int
+	// PriorityAndFairness is controlplane.Config's.
+	PriorityAndFairness bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -125,6 +127,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		KubeletClientTLS:        o.KubeletClientTLS,
 		NodeNetNS:               o.NodeNetNS,
 		MaxRequestsInFlight:     o.MaxRequestsInFlight,
+		PriorityAndFairness:     o.PriorityAndFairness,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
