@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -52,7 +53,7 @@ func WithClock(now func() time.Time) Option {
 // first, then the named groups by kube-aggregator priority (apps 17800,
 // batch 17400, certificates.k8s.io 17300, policy 17100, rbac.authorization.k8s.io 17000, storage.k8s.io 16800, admissionregistration.k8s.io 16700,
 // apiextensions.k8s.io 16700, scheduling.k8s.io 16600, coordination.k8s.io 16500, discovery.k8s.io
-// 16200).
+// 16200, flowcontrol.apiserver.k8s.io 16100).
 var (
 	gvCore       = schema.GroupVersion{Version: "v1"}
 	gvApps       = schema.GroupVersion{Group: "apps", Version: "v1"}
@@ -77,7 +78,7 @@ func NewRegistry(opts ...Option) *Registry {
 	}
 	r.scheme = newScheme()
 	r.codecs = serializer.NewCodecFactory(r.scheme)
-	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvCertificates, gvPolicy, gvRBAC, gvStorage, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery}
+	r.groups = []schema.GroupVersion{gvCore, gvApps, gvBatch, gvCertificates, gvPolicy, gvRBAC, gvStorage, gvAdmissionRegistration, gvAPIExtensions, gvScheduling, gvCoordination, gvDiscovery, gvFlowControl}
 
 	// Within a group, resources are in alphabetical order of their plural,
 	// as discovery lists them.
@@ -107,7 +108,7 @@ func NewRegistry(opts ...Option) *Registry {
 		priorityClassResource(r.clock),
 		leaseResource(r.clock),
 		endpointSliceResource(r.clock),
-	}) {
+	}, flowControlResources(r.clock)) {
 		r.all = append(r.all, res)
 		r.byGVR[res.GVR()] = res
 		r.byGVK[res.GVK()] = res
@@ -176,6 +177,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(discoveryv1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(flowcontrolv1.AddToScheme(s))
 	// corev1 registered the unversioned meta types (Status, WatchEvent, list
 	// options); meta.k8s.io/v1 adds Table and PartialObjectMetadata.
 	utilruntime.Must(metav1.AddMetaToScheme(s))

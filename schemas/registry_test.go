@@ -46,6 +46,8 @@ func TestRegistryLookup(t *testing.T) {
 		{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, []string{"pdb"}, nil, []string{"status"}},
 		{"coordination.k8s.io", "v1", "leases", "Lease", true, nil, nil, nil},
 		{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, []string{"pc"}, nil, nil},
+		{"flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", false, nil, nil, []string{"status"}},
+		{"flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations", "PriorityLevelConfiguration", false, nil, nil, []string{"status"}},
 		{"rbac.authorization.k8s.io", "v1", "roles", "Role", true, nil, nil, nil},
 		{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, nil, nil, nil},
 		{"rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, nil, nil, nil},
@@ -99,7 +101,7 @@ func TestRegistryOrder(t *testing.T) {
 	wantGroups := []schema.GroupVersion{
 		{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "batch", Version: "v1"}, {Group: "certificates.k8s.io", Version: "v1"}, {Group: "policy", Version: "v1"},
 		{Group: "rbac.authorization.k8s.io", Version: "v1"}, {Group: "storage.k8s.io", Version: "v1"}, {Group: "admissionregistration.k8s.io", Version: "v1"}, {Group: "apiextensions.k8s.io", Version: "v1"}, {Group: "scheduling.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"},
-		{Group: "discovery.k8s.io", Version: "v1"},
+		{Group: "discovery.k8s.io", Version: "v1"}, {Group: "flowcontrol.apiserver.k8s.io", Version: "v1"},
 	}
 	if got := r.Groups(); !slices.Equal(got, wantGroups) {
 		t.Errorf("Groups() = %v", got)
@@ -109,7 +111,7 @@ func TestRegistryOrder(t *testing.T) {
 		plurals = append(plurals, res.Plural)
 	}
 	want := []string{"configmaps", "endpoints", "events", "namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods", "secrets", "serviceaccounts", "services", "controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs", "certificatesigningrequests", "poddisruptionbudgets",
-		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "csidrivers", "csinodes", "storageclasses", "volumeattachments", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices"}
+		"clusterrolebindings", "clusterroles", "rolebindings", "roles", "csidrivers", "csinodes", "storageclasses", "volumeattachments", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings", "customresourcedefinitions", "priorityclasses", "leases", "endpointslices", "flowschemas", "prioritylevelconfigurations"}
 	if !slices.Equal(plurals, want) {
 		t.Errorf("All() = %v", plurals)
 	}

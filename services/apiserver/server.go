@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/schemas"
@@ -106,7 +108,12 @@ type Config struct {
 	// Extra handlers mounted at exact paths (e.g. /openapi/, discovery).
 	Extra map[string]http.Handler
 	// Metrics registers the request metrics; nil uses a private registry.
+	// /metrics serves it and k8s.io/component-base's legacy registry (the
+	// APF metrics of k8s.io/apiserver register there).
 	Metrics *prometheus.Registry
+	// FlowControl, if set, is API Priority and Fairness (flowcontrol.go):
+	// utilflowcontrol.New's config controller, run by the caller.
+	FlowControl utilflowcontrol.Interface
 	// ReadyChecks are /readyz's checks besides ping, each reported by name
 	// as kube-apiserver does ("[+]etcd ok", "[-]log failed: reason"):
 	// /readyz answers 200 only when all pass.
@@ -137,6 +144,8 @@ type Server struct {
 
 	// watches tracks open watch handlers so Run can wait for them.
 	watches sync.WaitGroup
+	// authorized is authorization and routing, behind APF.
+	authorized http.Handler
 }
 
 // New builds a Server.
@@ -192,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	s.routes()
+	s.authorized = s.flowControlled(http.HandlerFunc(s.authorizeAndServe))
 	return s, nil
 }
 
@@ -200,7 +210,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/livez", s.health(false))
 	s.mux.HandleFunc("/readyz", s.health(true))
 	s.mux.HandleFunc("/version", s.version)
-	s.mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{}))
+	s.mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{s.cfg.Metrics, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{}))
 	for p, h := range s.cfg.Extra {
 		s.mux.Handle(p, h)
 	}
@@ -248,20 +258,28 @@ func (s *Server) Handler() http.Handler {
 			writeStatus(rec, err)
 			return
 		}
-		attrs := Attributes{User: u, Verb: info.Verb, Path: r.URL.Path}
-		if info.IsResourceRequest {
-			attrs = Attributes{User: u, Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
-				Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name}
-		}
-		if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
-			writeStatus(rec, forbidden(info, u, reason))
-			return
-		}
 		ctx := context.WithValue(r.Context(), userKey, u)
 		ctx = context.WithValue(ctx, infoKey, info)
 		ctx = context.WithValue(ctx, auditKey, auditID)
-		s.mux.ServeHTTP(rec, r.WithContext(ctx))
+		s.authorized.ServeHTTP(rec, r.WithContext(ctx))
 	})
+}
+
+// authorizeAndServe authorizes the request of the user and info in its
+// context, then routes it.
+func (s *Server) authorizeAndServe(w http.ResponseWriter, r *http.Request) {
+	u, _ := r.Context().Value(userKey).(User)
+	info, _ := r.Context().Value(infoKey).(requestInfo)
+	attrs := Attributes{User: u, Verb: info.Verb, Path: r.URL.Path}
+	if info.IsResourceRequest {
+		attrs = Attributes{User: u, Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
+			Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name}
+	}
+	if allowed, reason := s.cfg.Authorizer.Authorize(r.Context(), attrs); !allowed {
+		writeStatus(w, forbidden(info, u, reason))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
 }
 
 func forbidden(info requestInfo, u User, reason string) error {

@@ -165,6 +165,7 @@ func (s *Server) watch(q *request) {
 			return
 		}
 	}
+	watchInitialized(q.ctx())
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(BookmarkInterval)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The admission policies' informers list and watch through the
+// The admission policies' and APF's informers list and watch through the
 // apiserver's own handler: streamLoopback is the loopback transport for
 // them, streaming responses (a watch never ends) instead of buffering.
 
@@ -17,9 +17,15 @@ type streamLoopback struct{ l *loopback }
 
 // policyConfig is a rest.Config of the streaming loopback client.
 func (l *loopback) policyConfig() *rest.Config {
+	return l.streamConfig("cairn-validating-admission-policy")
+}
+
+// streamConfig is a rest.Config of the streaming loopback client that
+// presents userAgent.
+func (l *loopback) streamConfig(userAgent string) *rest.Config {
 	c := l.config()
 	c.Transport = streamLoopback{l}
-	c.UserAgent = "cairn-validating-admission-policy"
+	c.UserAgent = userAgent
 	return c
 }
 

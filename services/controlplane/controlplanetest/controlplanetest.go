@@ -76,6 +76,11 @@ type Options struct {
 	// NodeAuthorizer runs the Node authorizer and NodeRestriction
 	// (controlplane.Config).
 	NodeAuthorizer bool
+	// MaxRequestsInFlight is controlplane.Config's (API Priority and
+	// Fairness's server concurrency limit).
+	MaxRequestsInFlight int
+	// PriorityAndFairness is controlplane.Config's.
+	PriorityAndFairness bool
 }
 
 // Start starts a control plane in t.TempDir().
@@ -121,6 +126,8 @@ func Start(t testing.TB, opts ...Options) *Env {
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
 		NodeNetNS:               o.NodeNetNS,
+		MaxRequestsInFlight:     o.MaxRequestsInFlight,
+		PriorityAndFairness:     o.PriorityAndFairness,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
