@@ -149,7 +149,7 @@ func TestE2EStatefulSet(t *testing.T) {
 			return nil
 		})
 		for name := range now {
-			if got := strings.TrimSpace(c.OK(t, "exec", name, "--", "printenv", "VERSION")); got != want {
+			if got := strings.TrimSpace(c.OK(t, "exec", name, "--", "sh", "-c", "echo $VERSION")); got != want {
 				t.Errorf("VERSION in %s = %q, want %s", name, got, want)
 			}
 		}
