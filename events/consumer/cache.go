@@ -65,6 +65,11 @@ type CacheConfig[T Object] struct {
 //
 // ev is the event that caused the change, or nil when the change comes from
 // a snapshot (the initial LIST, a relist, or the replay AddHandler does).
+// A relist (after the first snapshot: partitions gained, or a position the
+// log lost) gives the changes it finds in objects the cache already
+// followed their event when the log still has it (see gapSet): those are
+// changes the tail would have delivered, and work they cause keeps its
+// cause.
 // For OnDelete, obj is the object's last state (from the event, or the
 // cached copy when ev is nil).
 type Handler[T Object] struct {
@@ -351,10 +356,11 @@ func (c *Cache[T]) apply(ev *events.Event, obj T, decoded bool) {
 }
 
 // replace installs a snapshot taken at rev: objects not in it are deleted,
-// new ones added, changed ones updated (handlers get a nil event); objects
-// whose revision did not change are left alone. Objects the cache no
-// longer follows (see SetPartitions) go without a handler call.
-func (c *Cache[T]) replace(objs []T, rev events.Revision) {
+// new ones added, changed ones updated; objects whose revision did not
+// change are left alone. Objects the cache no longer follows (see
+// SetPartitions) go without a handler call. Handlers get a nil event,
+// except for the changes gap finds on the log.
+func (c *Cache[T]) replace(ctx context.Context, objs []T, rev events.Revision, gap gapSet) {
 	c.dispatchMu.Lock()
 	defer c.dispatchMu.Unlock()
 	type change struct {
@@ -398,15 +404,25 @@ func (c *Cache[T]) replace(objs []T, rev events.Revision) {
 	c.st.tombstones = map[string]tombstone{}
 	c.listRev = rev
 	c.mu.Unlock()
-	for _, ch := range changes {
+	evs := make([]*events.Event, len(changes))
+	if gap.on {
+		var n int
+		for i, ch := range changes {
+			if gap.followed.keeps(ch.obj) && n < maxGapLookups {
+				n++
+				evs[i] = c.gapEvent(ctx, ch.obj, ch.kind, rev)
+			}
+		}
+	}
+	for i, ch := range changes {
 		for _, h := range c.handlers {
 			switch {
 			case ch.kind == events.Added && h.OnAdd != nil:
-				h.OnAdd(ch.obj, nil)
+				h.OnAdd(ch.obj, evs[i])
 			case ch.kind == events.Modified && h.OnUpdate != nil:
-				h.OnUpdate(ch.old, ch.obj, nil)
+				h.OnUpdate(ch.old, ch.obj, evs[i])
 			case ch.kind == events.Deleted && h.OnDelete != nil:
-				h.OnDelete(ch.obj, nil)
+				h.OnDelete(ch.obj, evs[i])
 			}
 		}
 	}

@@ -179,7 +179,11 @@
 // built from WrapConfig(cfg) sets X-Cairn-Causation-Id (the cause's event
 // id) and X-Cairn-Correlation-Id (its correlation id) on every request made
 // with that ctx; the apiserver records them in the events the write
-// produces. Writes with no cause (from a snapshot) start a new chain.
+// produces. Writes with no cause (from the first snapshot) start a new
+// chain. A later snapshot (a cache that gained partitions lists again)
+// hands the handlers, for each change it finds in the objects the cache
+// already followed, that change's event from the log, so that work caused
+// by a change the tail did not deliver keeps its cause (gap.go).
 //
 // # Limits
 //

@@ -3,6 +3,7 @@ package consumer
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,77 @@ func TestCachePartitions(t *testing.T) {
 	has("x2", "x3", "x4", "x5", "x6")
 	if c.Partial() || c.Stats().Lists != 3 {
 		t.Errorf("following everything: Partial %v, %d snapshots", c.Partial(), c.Stats().Lists)
+	}
+}
+
+// TestCacheGapEvents: a cache that gains partitions lists again; the
+// changes that snapshot finds in the objects it already followed (made
+// while its tail was stopped) reach the handlers with their events from
+// the log, a delete included, so that work they cause keeps its cause;
+// the objects of the new partition come with none.
+func TestCacheGapEvents(t *testing.T) {
+	env := controlplanetest.Start(t)
+	mkNamespace(t, env, "g")
+	ctlA, ctlB := "ctl-0", ""
+	for i := 1; ctlB == ""; i++ {
+		if n := "ctl-" + strconv.Itoa(i); events.Partition("g", n) != events.Partition("g", ctlA) {
+			ctlB = n
+		}
+	}
+	pA, _ := strconv.Atoi(events.Partition("g", ctlA))
+	pB, _ := strconv.Atoi(events.Partition("g", ctlB))
+	owned := func(name, ctl string) *corev1.ConfigMap {
+		c := cm("g", name, nil)
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: ctl, UID: types.UID("uid-" + ctl), Controller: ptr.To(true)}}
+		return c
+	}
+	y1 := mustCreate(t, env, owned("y1", ctlA))
+	mustCreate(t, env, owned("y2", ctlA))
+	c := newCMCache(t, env, "g")
+	c.SetPartitions([]int{pA})
+	var rec recorder
+	c.AddHandler(rec.handler())
+	ctx := testCtx(t, 20*time.Second)
+	waitLog := func() {
+		t.Helper()
+		r, err := env.Etcd.Get(ctx, events.MetaKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := events.WaitPublished(ctx, env.JS, events.Revision(r.Header.Revision)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitForLog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := run(t, c)
+	waitLog()
+	got, _ := rec.take()
+	wantLines(t, got, []string{"ADD g/y1", "ADD g/y2"})
+
+	// The tail stops; meanwhile y1 changes, y2 goes, y4 comes in the
+	// followed partition and y5 in the other.
+	stop()
+	y1.Data = map[string]string{"v": "1"}
+	mustUpdate(t, env, y1)
+	mustDelete(t, env, "g", "y2")
+	mustCreate(t, env, owned("y4", ctlA))
+	mustCreate(t, env, owned("y5", ctlB))
+	c.SetPartitions([]int{pA, pB})
+	run(t, c)
+	waitLog()
+	got, evs := rec.take()
+	if len(got) != 4 {
+		t.Fatalf("handler calls %v, want 4", got)
+	}
+	wantLines(t, got[:3], []string{"UPDATE g/y1 ev", "ADD g/y4 ev", "ADD g/y5"})
+	if !strings.HasPrefix(got[3], "DELETE g/y2 ev") || evs[3].Type != events.Deleted {
+		t.Errorf("y2's delete came as %q (event %+v), want its DELETED event", got[3], evs[3])
+	}
+	for i, ev := range evs[:2] {
+		if ev.ID == "" || ev.Object != nil {
+			t.Errorf("%s: event id %q, object %d bytes: want the log's id and no object", got[i], ev.ID, len(ev.Object))
+		}
 	}
 }

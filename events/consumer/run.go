@@ -47,9 +47,12 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 			// New partitions: their objects are not in the cache yet.
 			c.resume = 0
 		}
+		// A snapshot after the first finds the changes the tail did not
+		// deliver to the objects the cache followed before it (see gap).
+		gap := gapSet{on: c.HasSynced(), followed: c.following}
 		c.following, c.followingGen = want, gen
 		if c.resume == 0 {
-			rev, err := c.snapshot(ctx, rc)
+			rev, err := c.snapshot(ctx, rc, gap)
 			if err != nil {
 				if ctx.Err() == nil {
 					c.log.Warn("snapshot failed", "err", err)
@@ -110,7 +113,7 @@ func (c *Cache[T]) tailUntilKicked(ctx context.Context) error {
 
 // snapshot lists the resource through the apiserver, page by page at the
 // first page's revision, and installs the result.
-func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Revision, error) {
+func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient, gap gapSet) (events.Revision, error) {
 	r := c.cfg.Resource
 	segs := []string{"/apis", r.Group, r.Version}
 	if r.Group == "" {
@@ -171,7 +174,7 @@ func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient) (events.Re
 			break
 		}
 	}
-	c.replace(objs, rev)
+	c.replace(ctx, objs, rev, gap)
 	c.lists.Add(1)
 	c.log.Debug("snapshot", "objects", len(objs), "revision", int64(rev))
 	return rev, nil

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
@@ -75,7 +76,8 @@ spec:
 // kube-dns, the coredns ConfigMap and Deployment exist as kubeadm's, the
 // CoreDNS pods run the image cairn.local/coredns (the cairn binary), and
 // each pod's /etc/resolv.conf, /etc/hosts and Service variables are as the
-// kubelet writes them. The lookup of web.default.svc.cluster.local from a
+// kubelet writes them. The lookup of web.default.svc.cluster.local (and of
+// a StatefulSet pod by its stable name, see statefulSetDNS) from a
 // pod needs the node's proxy (10.96.0.10 and the apiserver at 10.96.0.1
 // are Service addresses): that part runs once the node programs the
 // proxy's nftables table, and skips until then.
@@ -228,12 +230,18 @@ func TestClusterDNS(t *testing.T) {
 		}
 	})
 
-	t.Run("lookup from a pod through the proxy", func(t *testing.T) {
+	// needProxy skips t unless the node's proxy routes 10.96.0.10 and the
+	// apiserver at 10.96.0.1, then waits for the CoreDNS pods.
+	needProxy := func(t *testing.T) {
+		t.Helper()
 		if out, err := exec.Command("ip", "netns", "exec", filepath.Base(c.netnsPath()), "nft", "list", "tables").CombinedOutput(); err != nil ||
 			!strings.Contains(string(out), "cairn-proxy") {
 			t.Skipf("the node runs no service proxy (nft list tables: %q, %v): 10.96.0.10 and the apiserver at 10.96.0.1 are not reachable from pods", out, err)
 		}
 		c.OK(t, "wait", "-n", "kube-system", "--for=condition=Ready", "pod", "-l", "k8s-app=kube-dns", "--timeout=180s")
+	}
+	t.Run("lookup from a pod through the proxy", func(t *testing.T) {
+		needProxy(t)
 		poll(t, 90*time.Second, "nslookup web.default.svc.cluster.local from client", func() error {
 			r := c.Run(t, "exec", "client", "--", "nslookup", "web.default.svc.cluster.local")
 			if r.Err != nil || !strings.Contains(r.Stdout, webIP) {
@@ -252,6 +260,69 @@ func TestClusterDNS(t *testing.T) {
 			})
 		}
 	})
+
+	t.Run("StatefulSet pods by their stable names", func(t *testing.T) {
+		needProxy(t)
+		statefulSetDNS(t, c)
+	})
+}
+
+// statefulSetDNS: the pods of the StatefulSet db (statefulDB, governed by
+// the headless Service db) answer by their stable names
+// db-N.db.default.svc.cluster.local, looked up from the pod client through
+// the cluster DNS; a deleted db-0 comes back under its name, and the name
+// answers the new pod's address.
+func statefulSetDNS(t *testing.T, c *cluster) {
+	r := c.RunWith(t, statefulDB, callTimeout, "apply", "-f", "-")
+	if r.Err != nil || !strings.Contains(r.Stdout, "statefulset.apps/db created") {
+		t.Fatalf("apply: %s", r)
+	}
+	r = c.RunWith(t, "", 3*time.Minute, "rollout", "status", "sts/db", "--timeout=150s")
+	if r.Err != nil {
+		t.Fatalf("rollout status: %s\n%s", r, c.Run(t, "get", "sts,pods", "-o", "wide").Stdout)
+	}
+	// answers waits until name resolves, from client, to the address of
+	// the running pod pod other than the one with uid old.
+	answers := func(name, pod string, old types.UID) {
+		t.Helper()
+		var ip string
+		poll(t, podWait, pod+" running", func() error {
+			var p corev1.Pod
+			getJSON(t, c, &p, "get", "pod", pod)
+			if p.UID == old || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+				return fmt.Errorf("%s: uid %s phase %s ip %q", pod, p.UID, p.Status.Phase, p.Status.PodIP)
+			}
+			ip = p.Status.PodIP
+			return nil
+		})
+		poll(t, 90*time.Second, "nslookup "+name+" from client", func() error {
+			r := c.Run(t, "exec", "client", "--", "nslookup", name)
+			if r.Err != nil || !slices.Contains(nslookupAddrs(r.Stdout), ip) {
+				return fmt.Errorf("want %s: %s", ip, r)
+			}
+			return nil
+		})
+	}
+	answers("db-0.db.default.svc.cluster.local", "db-0", "")
+	answers("db-1.db.default.svc.cluster.local", "db-1", "")
+	var first corev1.Pod
+	getJSON(t, c, &first, "get", "pod", "db-0")
+	c.OK(t, "delete", "pod", "db-0")
+	answers("db-0.db.default.svc.cluster.local", "db-0", first.UID)
+	c.OK(t, "delete", "sts/db", "svc/db")
+}
+
+// nslookupAddrs are the answers in busybox nslookup's output: the
+// "Address: IP" lines after the first Name line (before it is the server).
+func nslookupAddrs(out string) []string {
+	_, answers, _ := strings.Cut(out, "Name:")
+	var ips []string
+	for _, line := range strings.Split(answers, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Address:"); ok {
+			ips = append(ips, strings.TrimSpace(v))
+		}
+	}
+	return ips
 }
 
 func sameConfig(a, b dns.Config) bool {

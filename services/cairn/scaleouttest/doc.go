@@ -36,7 +36,11 @@
 // the last change, and on the log: no Job ever has more active pods than
 // its parallelism, exactly completions pods succeed (each index once) and
 // status.succeeded counts them, every Job pod create has a cause, and no
-// scheduled time of the CronJob has more than one Job.
+// scheduled time of the CronJob has more than one Job. A replica that
+// takes partitions over lists its pods again; a Job pod made because of a
+// change that list found (not the tail) names that change's event as its
+// cause (events/consumer's gap.go): work from a snapshot is no excuse for
+// a missing cause here.
 //
 // A create may be decided from a ReplicaSet a little older than the
 // create (kube's slow-start batches go on after a scale-down), so each
