@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-dev/cairn/services/controllers/nodeipam"
 	"github.com/cairn-dev/cairn/services/controllers/nodelifecycle"
 	"github.com/cairn-dev/cairn/services/controllers/persistentvolume"
+	"github.com/cairn-dev/cairn/services/controllers/policystatus"
 	"github.com/cairn-dev/cairn/services/controllers/pvcprotection"
 	"github.com/cairn-dev/cairn/services/controllers/pvprotection"
 	"github.com/cairn-dev/cairn/services/controllers/replicaset"
@@ -153,6 +154,7 @@ var Controllers = []controller{
 	{"attachdetach", func(m mgr, c Config) error {
 		return ok(csiattacher.New(m, csiattacher.Options{Endpoints: c.CSIEndpoints, Workers: c.Workers}))
 	}},
+	{"validatingadmissionpolicy-status", func(m mgr, c Config) error { return ok(policystatus.New(m, policystatus.Options{})) }},
 }
 
 // whenSet builds the controller only when dir is set.
