@@ -70,7 +70,14 @@ func (h *healthServer) sync(checks map[types.NamespacedName]HealthCheck) {
 }
 
 func (h *healthServer) open(key types.NamespacedName, port int32) (*healthInstance, error) {
-	ln, err := netns.Listen(h.netns, "tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(int(port))))
+	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(int(port)))
+	var ln net.Listener
+	var err error
+	if h.netns == "" {
+		ln, err = net.Listen("tcp", addr)
+	} else {
+		ln, err = netns.Listen(h.netns, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("proxy: health check %s: %w", key, err)
 	}
