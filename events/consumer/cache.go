@@ -38,6 +38,9 @@ type CacheConfig[T Object] struct {
 	// Node restricts a pod cache to the pods bound to one node (a kubelet).
 	// Only pods have a node; a pod enters the cache when it is bound.
 	Node string
+	// Name restricts the cache to the object of that name (a node's proxy
+	// follows its own Node, as kube-proxy's field selector does).
+	Name string
 
 	// Config reaches the apiserver for the snapshot (LIST).
 	Config *rest.Config
@@ -181,7 +184,7 @@ func NewCache[T Object](cfg CacheConfig[T]) (*Cache[T], error) {
 		newObj:       newObj,
 		log:          cfg.Log.With("resource", cfg.Resource.String()),
 		stream:       stream,
-		filter:       events.Filter(cfg.Resource.Group, cfg.Resource.Resource, cfg.Node, cfg.Namespace, ""),
+		filter:       events.Filter(cfg.Resource.Group, cfg.Resource.Resource, cfg.Node, cfg.Namespace, cfg.Name),
 		st:           newStore(indexers),
 		synced:       make(chan struct{}),
 		kick:         make(chan struct{}, 1),

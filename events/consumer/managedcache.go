@@ -14,7 +14,7 @@ import (
 type CacheOption func(*cacheSpec)
 
 type cacheSpec struct {
-	namespace, node string
+	namespace, node, name string
 	// indexers are IndexFunc[T] or MetaIndexFunc values, by name.
 	indexers    map[string]any
 	partitioned bool
@@ -29,6 +29,9 @@ func InNamespace(ns string) CacheOption { return func(s *cacheSpec) { s.namespac
 
 // OnNode restricts a pod cache to the pods bound to one node (a kubelet).
 func OnNode(node string) CacheOption { return func(s *cacheSpec) { s.node = node } }
+
+// Named restricts the cache to the one object of that name.
+func Named(name string) CacheOption { return func(s *cacheSpec) { s.name = name } }
 
 // WithIndexers adds indexes to the cache. An index name means one index
 // per cache: when two consumers ask for the same name, the first one's
@@ -58,9 +61,9 @@ func Partitioned() CacheOption { return func(s *cacheSpec) { s.partitioned = tru
 // cacheKey identifies a cache of a Manager: one per resource, scope and
 // type.
 type cacheKey struct {
-	gvr             schema.GroupVersionResource
-	namespace, node string
-	typ             reflect.Type
+	gvr                   schema.GroupVersionResource
+	namespace, node, name string
+	typ                   reflect.Type
 }
 
 // managedCache is one cache of a Manager.
@@ -135,7 +138,7 @@ func CacheFor[T Object](m *Manager, gvr schema.GroupVersionResource, opts ...Cac
 	for _, o := range opts {
 		o(&spec)
 	}
-	key := cacheKey{gvr: gvr, namespace: spec.namespace, node: spec.node, typ: reflect.TypeFor[T]()}
+	key := cacheKey{gvr: gvr, namespace: spec.namespace, node: spec.node, name: spec.name, typ: reflect.TypeFor[T]()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.caches[key]; ok {
@@ -153,7 +156,7 @@ func CacheFor[T Object](m *Manager, gvr schema.GroupVersionResource, opts ...Cac
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewCache(CacheConfig[T]{Resource: gvr, Namespace: spec.namespace, Node: spec.node,
+	c, err := NewCache(CacheConfig[T]{Resource: gvr, Namespace: spec.namespace, Node: spec.node, Name: spec.name,
 		Config: m.rc, JS: m.opts.JS, Indexers: ix, Log: m.log})
 	if err != nil {
 		return nil, err
@@ -182,7 +185,7 @@ func MetaFor(m *Manager, gvr schema.GroupVersionResource, opts ...CacheOption) (
 	m.mu.Lock()
 	var found *managedCache
 	for _, e := range m.order {
-		if e.key.gvr == gvr && e.key.namespace == spec.namespace && e.key.node == spec.node && (found == nil || found.meta) {
+		if e.key.gvr == gvr && e.key.namespace == spec.namespace && e.key.node == spec.node && e.key.name == spec.name && (found == nil || found.meta) {
 			found = e
 		}
 	}
@@ -193,7 +196,7 @@ func MetaFor(m *Manager, gvr schema.GroupVersionResource, opts ...CacheOption) (
 			return nil, err
 		}
 		m.mu.Lock()
-		m.caches[cacheKey{gvr: gvr, namespace: spec.namespace, node: spec.node, typ: reflect.TypeFor[*metav1.PartialObjectMetadata]()}].meta = true
+		m.caches[cacheKey{gvr: gvr, namespace: spec.namespace, node: spec.node, name: spec.name, typ: reflect.TypeFor[*metav1.PartialObjectMetadata]()}].meta = true
 		m.mu.Unlock()
 		return Meta(c), nil
 	}

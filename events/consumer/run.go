@@ -136,6 +136,9 @@ func (c *Cache[T]) snapshot(ctx context.Context, rc *rest.RESTClient, gap gapSet
 		if c.cfg.Node != "" {
 			req = req.Param("fieldSelector", "spec.nodeName="+c.cfg.Node)
 		}
+		if c.cfg.Name != "" {
+			req = req.Param("fieldSelector", "metadata.name="+c.cfg.Name)
+		}
 		body, err := req.Do(ctx).Raw()
 		if err != nil {
 			return 0, fmt.Errorf("consumer: list %s: %w", p, err)

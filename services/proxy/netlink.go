@@ -169,6 +169,8 @@ var (
 	reNumgen          = regexp.MustCompile(`^numgen random mod (\d+) vmap \{ (.*) \}$`)
 	reNumgenItem      = regexp.MustCompile(`^(\d+) : goto (\S+)$`)
 	reVerdict         = regexp.MustCompile(`^(jump|goto) (\S+)$`)
+	reSaddrCIDR       = regexp.MustCompile(`^ip saddr ([0-9.]+/\d+) (jump|goto) (\S+)$`)
+	reFibLocal        = regexp.MustCompile(`^fib saddr type local (jump|goto) (\S+)$`)
 )
 
 // ruleExprs translates one rule into the expressions nft generates for it;
@@ -204,6 +206,23 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 		}
 		return []expr.Any{loadAddr(12), cmp(expr.CmpOpEq, saddr), &expr.Verdict{Kind: expr.VerdictJump, Chain: m[2]}}, nil
 	}
+	if m := reSaddrCIDR.FindStringSubmatch(rule); m != nil {
+		_, cidr, err := net.ParseCIDR(m[1])
+		if err != nil || cidr.IP.To4() == nil {
+			return nil, fmt.Errorf("rule %q: bad CIDR", rule)
+		}
+		return []expr.Any{loadAddr(12),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte(cidr.Mask), Xor: make([]byte, 4)},
+			cmp(expr.CmpOpEq, []byte(cidr.IP.To4())),
+			jumpOrGoto(m[2], m[3])}, nil
+	}
+	if m := reFibLocal.FindStringSubmatch(rule); m != nil {
+		// "fib saddr type local": the source address's route type, a
+		// 32-bit integer in host order, is RTN_LOCAL.
+		return []expr.Any{&expr.Fib{Register: 1, FlagSADDR: true, ResultADDRTYPE: true},
+			cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)),
+			jumpOrGoto(m[1], m[2])}, nil
+	}
 	if m := reUpdateSet.FindStringSubmatch(rule); m != nil {
 		return []expr.Any{loadAddr(12), &expr.Dynset{SrcRegKey: 1, SetName: m[1], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)}}, nil
 	}
@@ -229,11 +248,7 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 		return b.numgen(rule, m[1], m[2])
 	}
 	if m := reVerdict.FindStringSubmatch(rule); m != nil {
-		kind := expr.VerdictJump
-		if m[1] == "goto" {
-			kind = expr.VerdictGoto
-		}
-		return []expr.Any{&expr.Verdict{Kind: kind, Chain: m[2]}}, nil
+		return []expr.Any{jumpOrGoto(m[1], m[2])}, nil
 	}
 	return nil, fmt.Errorf("rule %q: no netlink translation", rule)
 }
@@ -330,15 +345,22 @@ func elementKey(e element) ([]byte, error) {
 	return append(key, port[0], port[1], 0, 0), nil
 }
 
-// verdict is an element's value, "goto CHAIN" or "jump CHAIN".
+// verdict is an element's value, "goto CHAIN", "jump CHAIN" or "drop".
 func verdict(v string) (*expr.Verdict, error) {
+	if v == "drop" {
+		return &expr.Verdict{Kind: expr.VerdictDrop}, nil
+	}
 	m := reVerdict.FindStringSubmatch(v)
 	if m == nil {
 		return nil, fmt.Errorf("netlink: element value %q", v)
 	}
-	kind := expr.VerdictJump
-	if m[1] == "goto" {
-		kind = expr.VerdictGoto
+	return jumpOrGoto(m[1], m[2]), nil
+}
+
+// jumpOrGoto is the verdict "jump CHAIN" (kind "jump") or "goto CHAIN".
+func jumpOrGoto(kind, chain string) *expr.Verdict {
+	if kind == "goto" {
+		return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain}
 	}
-	return &expr.Verdict{Kind: kind, Chain: m[2]}, nil
+	return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain}
 }

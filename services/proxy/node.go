@@ -63,7 +63,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	if _, err := NewProxy(m, nft, Options{Config: Config{ClusterCIDR: cfg.ClusterCIDR, Netlink: true, NetNS: cfg.NetNS}, MinSyncPeriod: cfg.MinSyncPeriod, Metrics: cfg.Metrics}); err != nil {
+	if _, err := NewProxy(m, nft, Options{
+		Config:        Config{ClusterCIDR: cfg.ClusterCIDR, Netlink: true, NetNS: cfg.NetNS, NodeName: cfg.NodeName},
+		MinSyncPeriod: cfg.MinSyncPeriod, Metrics: cfg.Metrics, HealthChecks: true,
+	}); err != nil {
 		return err
 	}
 	if cfg.NetNS != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type Config struct {
 	// ShardServices is how many Services a shard table holds on average
 	// (doc.go, Shards); default DefaultShardServices.
 	ShardServices int
+	// NodeName is the node the proxy runs for: endpoints whose nodeName
+	// it is are local (traffic policies Local). Empty: none is.
+	NodeName string
 }
 
 // Proxier keeps the Services and EndpointSlices it is told about and
@@ -46,6 +50,8 @@ type Proxier struct {
 	// withIP are the Services that have rules (hasClusterIP), counted
 	// for the number of shards.
 	withIP map[types.NamespacedName]bool
+	// zone is the node's topology.kubernetes.io/zone label (SetNodeLabels).
+	zone string
 
 	syncMu sync.Mutex
 	// programmed is what the tables hold for each Service, as of the
@@ -57,6 +63,17 @@ type Proxier struct {
 	shards int
 	// counts is what programmed holds, summed over every Service.
 	counts Counts
+	// health are the health checks of the Services with
+	// externalTrafficPolicy Local, as of the last successful Sync.
+	health map[types.NamespacedName]HealthCheck
+}
+
+// HealthCheck is what the proxy's health check server answers for one
+// Service (kube-proxy's ServiceHealthServer): on its healthCheckNodePort,
+// the number of this node's ready endpoints.
+type HealthCheck struct {
+	Port           int32
+	LocalEndpoints int
 }
 
 // Counts are the objects the Services put in the table (the fixed chains
@@ -109,6 +126,28 @@ func (p *Proxier) SetService(svc *v1.Service) {
 	} else {
 		delete(p.withIP, key)
 	}
+}
+
+// SetNodeLabels records the labels of the proxy's node: its zone picks
+// the endpoints hinted for it (topology-aware hints). A change of zone
+// recomputes every Service at the next Sync (only those whose rules
+// change are written).
+func (p *Proxier) SetNodeLabels(labels map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	zone := labels[v1.LabelTopologyZone]
+	if zone == p.zone {
+		return
+	}
+	p.zone = zone
+	for key := range p.services {
+		p.dirty[key] = true
+	}
+}
+
+// env is what the rules depend on; p.mu is held.
+func (p *Proxier) env() Env {
+	return Env{ClusterCIDR: p.cfg.ClusterCIDR, NodeName: p.cfg.NodeName, Zone: p.zone}
 }
 
 // DeleteService forgets the Service; the next Sync removes its rules.
@@ -207,6 +246,7 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	}
 	clear(p.dirty)
 	wanted := make(map[types.NamespacedName]*serviceRules, len(keys))
+	checks := make(map[types.NamespacedName]*HealthCheck, len(keys))
 	for _, key := range keys {
 		svc := p.services[key]
 		if svc == nil {
@@ -218,7 +258,8 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 			own = append(own, s)
 		}
 		sort.Slice(own, func(i, j int) bool { return own[i].Name < own[j].Name })
-		wanted[key] = buildService(svc, own, p.cfg.ClusterCIDR)
+		wanted[key] = buildService(svc, own, p.env())
+		checks[key] = healthCheck(svc, own, p.cfg.NodeName)
 	}
 	p.mu.Unlock()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
@@ -262,6 +303,14 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		p.programmed = map[types.NamespacedName]*serviceRules{}
 		p.home = map[types.NamespacedName]int{}
 		p.counts = Counts{}
+		p.health = map[types.NamespacedName]HealthCheck{}
+	}
+	for key := range wanted {
+		if hc := checks[key]; hc != nil {
+			p.health[key] = *hc
+		} else {
+			delete(p.health, key)
+		}
 	}
 	p.shards = shards
 	for key, r := range wanted {
@@ -353,6 +402,37 @@ func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans [
 	}
 	n, err := p.nl.write(plans, gone)
 	return ops + n, err
+}
+
+// HealthChecks returns the health checks of the Services with
+// externalTrafficPolicy Local and a healthCheckNodePort, as of the last
+// successful Sync.
+func (p *Proxier) HealthChecks() map[types.NamespacedName]HealthCheck {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	out := make(map[types.NamespacedName]HealthCheck, len(p.health))
+	for k, v := range p.health {
+		out[k] = v
+	}
+	return out
+}
+
+// healthCheck is svc's health check (nil without one): kube-proxy's
+// LocalReadyEndpoints counts this node's ready endpoint addresses over
+// the Service's ports, topology aside.
+func healthCheck(svc *v1.Service, slices []*discovery.EndpointSlice, nodeName string) *HealthCheck {
+	if !hasClusterIP(svc) || svc.Spec.HealthCheckNodePort == 0 || svc.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyLocal {
+		return nil
+	}
+	ips := map[string]bool{}
+	for i := range svc.Spec.Ports {
+		for _, c := range gatherEndpoints(&svc.Spec.Ports[i], slices, nodeName) {
+			if c.local && c.ready {
+				ips[c.IP] = true
+			}
+		}
+	}
+	return &HealthCheck{Port: svc.Spec.HealthCheckNodePort, LocalEndpoints: len(ips)}
 }
 
 // requeue marks keys dirty again after a failed Sync.
@@ -491,7 +571,7 @@ func chainOrder(name string) string {
 	switch {
 	case len(name) > 9 && name[:9] == "endpoint-":
 		return "0" + name
-	case len(name) > 8 && name[:8] == "service-":
+	case strings.HasPrefix(name, "service-"), strings.HasPrefix(name, "local-"):
 		return "1" + name
 	}
 	return "2" + name

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,10 @@ type Options struct {
 	// Metrics, if set, gets the proxy's metrics (sync latency, rules
 	// programmed, failures).
 	Metrics prometheus.Registerer
+	// HealthChecks serves the health checks of the Services with
+	// externalTrafficPolicy Local on their healthCheckNodePorts, in
+	// NetNS (kube-proxy's service health server).
+	HealthChecks bool
 }
 
 // Proxy keeps a node's nftables in step with the log's Services and
@@ -38,14 +43,18 @@ type Proxy struct {
 	log      *slog.Logger
 	services *consumer.Cache[*v1.Service]
 	slices   *consumer.Cache[*discovery.EndpointSlice]
+	nodes    *consumer.Cache[*v1.Node] // nil without NodeName
 	kick     chan struct{}
 	metrics  *metrics
+	health   *healthServer // nil without HealthChecks
+	healthy  atomic.Bool   // the last Sync succeeded
 }
 
 var _ consumer.Runner = (*Proxy)(nil)
 
-// NewProxy registers on m the caches of Services and EndpointSlices and a
-// Proxy that programs nft (NewNFT of the node's namespace); m runs it.
+// NewProxy registers on m the caches of Services and EndpointSlices (and,
+// with NodeName, of that one Node, for its zone) and a Proxy that programs
+// nft (NewNFT of the node's namespace); m runs it.
 func NewProxy(m *consumer.Manager, nft NFT, opts Options) (*Proxy, error) {
 	if opts.RetryPeriod == 0 {
 		opts.RetryPeriod = time.Second
@@ -79,6 +88,22 @@ func NewProxy(m *consumer.Manager, nft NFT, opts Options) (*Proxy, error) {
 		OnUpdate: func(_, s *discovery.EndpointSlice, _ *events.Event) { px.proxier.SetEndpointSlice(s); px.poke() },
 		OnDelete: func(s *discovery.EndpointSlice, _ *events.Event) { px.proxier.DeleteEndpointSlice(s); px.poke() },
 	})
+	if opts.NodeName != "" {
+		// Only the proxy's own Node, as kube-proxy's field selector: its
+		// labels carry the zone for topology hints.
+		px.nodes, err = consumer.CacheFor[*v1.Node](m, v1.SchemeGroupVersion.WithResource("nodes"), consumer.Named(opts.NodeName))
+		if err != nil {
+			return nil, fmt.Errorf("proxy: node cache: %w", err)
+		}
+		px.nodes.AddHandler(consumer.Handler[*v1.Node]{
+			OnAdd:    func(n *v1.Node, _ *events.Event) { px.proxier.SetNodeLabels(n.Labels); px.poke() },
+			OnUpdate: func(_, n *v1.Node, _ *events.Event) { px.proxier.SetNodeLabels(n.Labels); px.poke() },
+			OnDelete: func(*v1.Node, *events.Event) { px.proxier.SetNodeLabels(nil); px.poke() },
+		})
+	}
+	if opts.HealthChecks {
+		px.health = newHealthServer(opts.NetNS, px.log.With("component", "health-check"), px.healthy.Load)
+	}
 	m.Add("proxy", px)
 	return px, nil
 }
@@ -95,7 +120,14 @@ func (px *Proxy) poke() {
 // failed Sync is logged and retried after RetryPeriod, in full. The rules
 // stay in place when Run returns: a restarted proxy takes them over.
 func (px *Proxy) Run(ctx context.Context) error {
-	for _, c := range []consumer.Syncer{px.services, px.slices} {
+	if px.health != nil {
+		defer px.health.close()
+	}
+	caches := []consumer.Syncer{px.services, px.slices}
+	if px.nodes != nil {
+		caches = append(caches, px.nodes)
+	}
+	for _, c := range caches {
 		if err := c.WaitForSync(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil // ended before the caches synced: a clean exit
@@ -120,6 +152,7 @@ func (px *Proxy) Run(ctx context.Context) error {
 		}
 		last = time.Now()
 		res, err := px.proxier.Sync(ctx)
+		px.healthy.Store(err == nil)
 		if err != nil {
 			px.metrics.failures.Inc()
 			px.log.Error("sync failed", "err", err)
@@ -132,6 +165,9 @@ func (px *Proxy) Run(ctx context.Context) error {
 			continue
 		}
 		px.metrics.synced(res)
+		if px.health != nil {
+			px.health.sync(px.proxier.HealthChecks())
+		}
 		px.log.Debug("synced", "full", res.Full, "services", res.Services, "ops", res.Ops, "took", res.Duration)
 	}
 }
