@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/cairn-dev/cairn/services/controllers/csiattacher"
@@ -88,10 +90,13 @@ func startCSINode(t *testing.T) *csiNode {
 	if _, err := env.Client.StorageV1().CSIDrivers().Create(ctx, drv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Provisioner: hostpath.DriverName,
-		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
-	if _, err := env.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"fast", "expandable"} {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: hostpath.DriverName,
+			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+			AllowVolumeExpansion: ptr.To(name == "expandable")}
+		if _, err := env.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return n
 }
@@ -107,6 +112,8 @@ func (n *csiNode) kubelet(t *testing.T, rt *hollow.Runtime) (*Kubelet, func()) {
 	cfg := Config{
 		RestConfig: n.env.Config, JS: n.env.JS, NodeName: csiNodeName, Runtime: rt, NodeIP: "10.1.0.1",
 		RootDir: n.root, PluginRegistrationDir: n.regDir,
+		// Short: a running pod's claims are looked at on its syncs.
+		ResyncPeriod:       time.Second,
 		LeaseRenewInterval: 200 * time.Millisecond, NodeStatusInterval: 200 * time.Millisecond,
 		RelistPeriod: 100 * time.Millisecond, Log: controlplanetest.Logger("KUBELET_TEST_LOG"),
 	}
@@ -127,10 +134,15 @@ func newRuntime(t *testing.T) *hollow.Runtime {
 
 // claim makes a claim of the Immediate class and waits for it to be Bound.
 func (n *csiNode) claim(t *testing.T, name string) *corev1.PersistentVolumeClaim {
+	return n.claimOf(t, name, "fast")
+}
+
+// claimOf makes a 1Mi claim of class and waits for it to be Bound.
+func (n *csiNode) claimOf(t *testing.T, name, class string) *corev1.PersistentVolumeClaim {
 	t.Helper()
 	ctx := context.Background()
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-		StorageClassName: ptr.To("fast"), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		StorageClassName: ptr.To(class), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}
 	if _, err := n.env.Client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -385,4 +397,93 @@ func TestCSIVolumeErrors(t *testing.T) {
 	if p := controlplanetest.GetPod(t, n.env, "default", "lost"); p.Status.Phase != corev1.PodPending {
 		t.Errorf("pod phase %s, want Pending", p.Status.Phase)
 	}
+}
+
+// TestCSIExpand: a claim grown while its pod runs is expanded by the
+// controller (the driver requires node expansion: FileSystemResizePending,
+// storage=NodeResizePending), then by the kubelet: the driver's
+// NodeExpandVolume at the pod's target makes the volume present the new
+// size, the claim's status.capacity becomes it, its resize conditions and
+// status go, FileSystemResizeSuccessful is recorded on the pod and the
+// claim; the pod keeps running on its mount and its data. A claim grown
+// while no pod uses it waits for the node, and the next pod's mount
+// finishes it.
+func TestCSIExpand(t *testing.T) {
+	n := startCSINode(t)
+	k, _ := n.kubelet(t, newRuntime(t))
+	ctx := context.Background()
+	claims := n.env.Client.CoreV1().PersistentVolumeClaims("default")
+	pvc := n.claimOf(t, "grow", "expandable")
+	pv := n.volume(t, pvc)
+	p := controlplanetest.CreatePod(t, n.env, claimPod("user", "grow"))
+	p = n.waitRunning(t, "user")
+	n.checkMounted(t, k, p, pv)
+
+	grow := func(size string) {
+		t.Helper()
+		patch := `{"spec":{"resources":{"requests":{"storage":"` + size + `"}}}}`
+		if _, err := claims.Patch(ctx, "grow", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitExpanded waits for the claim's capacity to be size with nothing
+	// of the resize left, and checks what the driver presents at target.
+	waitExpanded := func(size, target string) {
+		t.Helper()
+		want := resource.MustParse(size)
+		var c *corev1.PersistentVolumeClaim
+		eventually(t, 2*wait, "claim capacity "+size, func() bool {
+			var err error
+			c, err = claims.Get(ctx, "grow", metav1.GetOptions{})
+			got := c.Status.Capacity[corev1.ResourceStorage]
+			return err == nil && got.Cmp(want) == 0
+		})
+		if len(c.Status.Conditions) != 0 || c.Status.AllocatedResourceStatuses != nil {
+			t.Errorf("claim after the resize: conditions %+v, allocatedResourceStatuses %v; want none", c.Status.Conditions, c.Status.AllocatedResourceStatuses)
+		}
+		st, err := n.driver.Client.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: pv.Spec.CSI.VolumeHandle, VolumePath: target})
+		if err != nil || st.GetUsage()[0].GetTotal() != want.Value() {
+			t.Errorf("size the driver presents at %s: %v, %v; want %d", target, st, err, want.Value())
+		}
+	}
+
+	grow("3Mi")
+	waitExpanded("3Mi", n.target(p, pv))
+	msg := `MountVolume.NodeExpandVolume succeeded for volume "` + pv.Name + `" ` + csiNodeName
+	for _, name := range []string{"user", "grow"} {
+		if ev := controlplanetest.WaitForEvent(t, n.env, "default", name, ReasonFileSystemResizeSuccessful); ev.Message != msg {
+			t.Errorf("%s event on %s: %q, want %q", ReasonFileSystemResizeSuccessful, name, ev.Message, msg)
+		}
+	}
+	if p2 := controlplanetest.GetPod(t, n.env, "default", "user"); p2.UID != p.UID || p2.Status.Phase != corev1.PodRunning {
+		t.Errorf("pod after the resize: uid %s phase %s", p2.UID, p2.Status.Phase)
+	}
+	if b, err := os.ReadFile(filepath.Join(n.target(p, pv), "from-user")); err != nil || string(b) != "user" {
+		t.Errorf("the pod's file after the resize: %q, %v", b, err)
+	}
+
+	// Offline: no pod, the claim waits for the node; the next mount
+	// finishes it.
+	if err := n.env.Client.CoreV1().Pods("default").Delete(ctx, "user", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitUnmounted(t, p, pv)
+	grow("5Mi")
+	eventually(t, 2*wait, "claim waiting for the node", func() bool {
+		c, err := claims.Get(ctx, "grow", metav1.GetOptions{})
+		return err == nil && c.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimNodeResizePending
+	})
+	if c, _ := claims.Get(ctx, "grow", metav1.GetOptions{}); len(c.Status.Conditions) != 1 || c.Status.Conditions[0].Type != corev1.PersistentVolumeClaimFileSystemResizePending {
+		t.Errorf("claim conditions without a pod %+v, want FileSystemResizePending", c.Status.Conditions)
+	}
+	p = controlplanetest.CreatePod(t, n.env, claimPod("next", "grow"))
+	p = n.waitRunning(t, "next")
+	waitExpanded("5Mi", n.target(p, pv))
+	if b, err := os.ReadFile(filepath.Join(n.target(p, pv), "from-user")); err != nil || string(b) != "user" {
+		t.Errorf("the first pod's file in the next pod: %q, %v", b, err)
+	}
+	if err := n.env.Client.CoreV1().Pods("default").Delete(ctx, "next", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitUnmounted(t, p, pv)
 }

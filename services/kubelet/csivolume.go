@@ -140,46 +140,54 @@ func (k *Kubelet) setupCSIVolumes(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
+// claimVolume is a pod's claim and the PersistentVolume bound to it.
+type claimVolume struct {
+	pvc      *corev1.PersistentVolumeClaim
+	pv       *corev1.PersistentVolume
+	readOnly bool
+}
+
 // resolveClaim finds the PersistentVolume behind a pod's claim, with
 // kube's checks and messages (the volume manager's desired state
 // populator).
-func (k *Kubelet) resolveClaim(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (*corev1.PersistentVolume, bool, error) {
+func (k *Kubelet) resolveClaim(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (claimVolume, error) {
 	name := claimName(pod, v)
 	pvc, err := k.client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
+		return claimVolume{}, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
 	}
 	if v.Ephemeral != nil && !metav1.IsControlledBy(pvc, pod) {
-		return nil, false, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pod.Namespace, name, pod.Namespace, pod.Name)
+		return claimVolume{}, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pod.Namespace, name, pod.Namespace, pod.Name)
 	}
 	if pvc.DeletionTimestamp != nil {
-		return nil, false, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", pod.Namespace, name)
+		return claimVolume{}, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", pod.Namespace, name)
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
-		return nil, false, fmt.Errorf("PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)", pod.Namespace, name, pvc.Status.Phase, pvc.Spec.VolumeName)
+		return claimVolume{}, fmt.Errorf("PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)", pod.Namespace, name, pvc.Status.Phase, pvc.Spec.VolumeName)
 	}
 	pv, err := k.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
+		return claimVolume{}, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
 	}
 	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
-		return nil, false, fmt.Errorf("PVC %s/%s is bound to PV %s which is not bound to it", pod.Namespace, name, pv.Name)
+		return claimVolume{}, fmt.Errorf("PVC %s/%s is bound to PV %s which is not bound to it", pod.Namespace, name, pv.Name)
 	}
 	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
-		return nil, false, fmt.Errorf("PVC %s/%s: block volumes are not supported by this kubelet", pod.Namespace, name)
+		return claimVolume{}, fmt.Errorf("PVC %s/%s: block volumes are not supported by this kubelet", pod.Namespace, name)
 	}
 	if pv.Spec.CSI == nil {
-		return nil, false, fmt.Errorf("PV %s: only CSI PersistentVolumes are mounted by this kubelet", pv.Name)
+		return claimVolume{}, fmt.Errorf("PV %s: only CSI PersistentVolumes are mounted by this kubelet", pv.Name)
 	}
 	readOnly := pv.Spec.CSI.ReadOnly || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly)
-	return pv, readOnly, nil
+	return claimVolume{pvc: pvc, pv: pv, readOnly: readOnly}, nil
 }
 
 func (k *Kubelet) setupCSIVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
-	pv, readOnly, err := k.resolveClaim(ctx, pod, v)
+	cv, err := k.resolveClaim(ctx, pod, v)
 	if err != nil {
 		return err
 	}
+	pv, readOnly := cv.pv, cv.readOnly
 	src := pv.Spec.CSI
 	d, ok := k.csi.driver(src.Driver)
 	if !ok {
@@ -218,7 +226,25 @@ func (k *Kubelet) setupCSIVolume(ctx context.Context, pod *corev1.Pod, v *corev1
 	if err := k.ensureInUse(ctx, uniqueVolumeName(src.Driver, src.VolumeHandle)); err != nil {
 		return err
 	}
-	capability := volumeCapability(pv, caps)
+	if err := k.stageAndPublish(ctx, pod, d, drv, vol, pv, publishContext); err != nil {
+		return err
+	}
+	// A volume expanded while no pod used it grows on the node now, as
+	// kube's mount expands it after SetUp.
+	if err := k.expandCSIVolume(ctx, pod, vol, cv.pvc, pv); err != nil {
+		return fmt.Errorf("MountVolume.NodeExpandVolume failed: %w", err)
+	}
+	return nil
+}
+
+// stageAndPublish stages the volume at its global mount (drivers with
+// STAGE_UNSTAGE_VOLUME), publishes it at its target in the pod and
+// applies fsGroup when the CSIDriver's fsGroupPolicy says so, holding
+// the node's CSI mutex.
+func (k *Kubelet) stageAndPublish(ctx context.Context, pod *corev1.Pod, d *csiDriver, drv *storagev1.CSIDriver, vol *csiVolume,
+	pv *corev1.PersistentVolume, publishContext map[string]string) error {
+	src, readOnly := pv.Spec.CSI, vol.ReadOnly
+	capability := volumeCapability(pv, d.info.Node)
 	k.csiMu.Lock()
 	defer k.csiMu.Unlock()
 	if vol.StagingPath != "" {
@@ -242,7 +268,7 @@ func (k *Kubelet) setupCSIVolume(ctx context.Context, pod *corev1.Pod, v *corev1
 		volCtx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
 		volCtx["csi.storage.k8s.io/ephemeral"] = "false"
 	}
-	_, err = d.client.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: src.VolumeHandle, PublishContext: publishContext,
+	_, err := d.client.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: src.VolumeHandle, PublishContext: publishContext,
 		StagingTargetPath: vol.StagingPath, TargetPath: vol.target(), VolumeCapability: capability, Readonly: readOnly, VolumeContext: volCtx})
 	if err != nil {
 		return fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed: rpc error: %w", err)

@@ -95,6 +95,14 @@
 //   - the pod: Warning FailedMount "MountVolume.SetUp failed for volume
 //     "VOL" : ERR" and Warning FailedCreatePodSandBox "Failed to create pod
 //     sandbox: ERR".
+//   - volume expansion (a claim the external-resizer left at
+//     storage=NodeResizePending, for a pod's running sync or its mount):
+//     Normal FileSystemResizeSuccessful "MountVolume.NodeExpandVolume
+//     succeeded for volume "PV" NODE" on the pod and the claim, whose
+//     status.capacity then becomes the PV's and whose resize conditions
+//     go; Warning VolumeResizeFailed on the pod when NodeExpandVolume
+//     fails (the claim gets NodeResizeError, and NodeResizeInfeasible for
+//     InvalidArgument or OutOfRange, which ends the retries).
 //   - the node (kind Node, its name as UID, in namespace default):
 //     Starting "Starting kubelet." when Run starts, and "Node NAME status
 //     is now: NodeReady" (NodeNotReady, NodeHasSufficientMemory,

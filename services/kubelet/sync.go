@@ -191,7 +191,8 @@ func (k *Kubelet) removePod(ctx context.Context, rs *container.PodStatus) error 
 // restart policy with back-off. It writes the status after each step.
 func (k *Kubelet) syncRunning(ctx context.Context, w *worker, pod *corev1.Pod, rs *container.PodStatus, log *slog.Logger) time.Duration {
 	sb := rs.Sandbox()
-	if sb == nil || sb.State != container.SandboxReady {
+	running := sb != nil && sb.State == container.SandboxReady
+	if !running {
 		if sb != nil && ranToCompletion(pod, rs) {
 			// The sandbox is gone but nothing is to be restarted.
 			k.finish(ctx, w, pod, rs)
@@ -208,6 +209,9 @@ func (k *Kubelet) syncRunning(ctx context.Context, w *worker, pod *corev1.Pod, r
 		}
 	}
 	k.refreshTokens(ctx, pod)
+	if running && k.csi != nil {
+		k.expandCSIVolumes(ctx, pod) // setupCSIVolumes expanded a new sandbox's
+	}
 	next := k.syncContainers(ctx, w, pod, rs, log)
 	rs, err := k.rt.PodStatus(ctx, string(pod.UID))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -61,9 +62,21 @@ func TestNodeAuthorizer(t *testing.T) {
 	}
 	must(admin.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}, metav1.CreateOptions{}))
 	must(admin.CoreV1().ServiceAccounts("team").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bot"}}, metav1.CreateOptions{}))
+	claims := map[string]*corev1.PersistentVolumeClaim{}
+	for _, c := range []string{"data", "other"} {
+		pvc, err := admin.CoreV1().PersistentVolumeClaims("team").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+		claims[c] = pvc
+	}
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "bot",
-			Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "used"}}}},
+			Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "used"}}},
+				{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 			Containers: []corev1.Container{{Name: "c", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
 				{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}}}}}
 	}
@@ -109,6 +122,10 @@ func TestNodeAuthorizer(t *testing.T) {
 	}
 	if _, err := n1.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("its own lease: %v", err)
+	}
+	// The status of its pod's claim, as the kubelet finishes an expansion.
+	if _, err := n1.CoreV1().PersistentVolumeClaims("team").UpdateStatus(ctx, claims["data"], metav1.UpdateOptions{}); err != nil {
+		t.Errorf("status of its pod's claim: %v", err)
 	}
 
 	// Refused, with kube's messages, nothing written.
@@ -157,6 +174,11 @@ func TestNodeAuthorizer(t *testing.T) {
 			_, err := n1.CoreV1().ServiceAccounts("team").CreateToken(ctx, "bot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			return err
 		}, `serviceaccounts/token "bot" is forbidden: node requested token not bound to a pod`},
+		{"the status of a claim no pod of it uses", func() error {
+			_, err := n1.CoreV1().PersistentVolumeClaims("team").UpdateStatus(ctx, claims["other"], metav1.UpdateOptions{})
+			return err
+		},
+			`persistentvolumeclaims "other" is forbidden: User "system:node:n1" cannot update resource "persistentvolumeclaims/status" in API group "" in the namespace "team": no relationship found between node 'n1' and this object`},
 		{"another node's lease", func() error {
 			_, err := n1.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}, metav1.CreateOptions{})
 			return err

@@ -70,6 +70,9 @@ func (a *Authorizer) Authorize(_ context.Context, at apiserver.Attributes) (bool
 		case "configmaps":
 			return a.readThroughPods(node, kindConfigMap, at)
 		case "persistentvolumeclaims":
+			if at.Subresource == "status" {
+				return a.statusUpdate(node, kindPVC, at) // the kubelet finishes expansions
+			}
 			return a.readThroughPods(node, kindPVC, at)
 		case "serviceaccounts":
 			if at.Verb != "create" || at.Subresource != "token" {
@@ -113,6 +116,15 @@ func (a *Authorizer) readThroughPods(node string, k kind, at apiserver.Attribute
 	}
 	if at.Namespace == "" {
 		return false, "can only read namespaced object of this type"
+	}
+	return a.related(node, k, at)
+}
+
+// statusUpdate is kube's authorizeStatusUpdate: the status of an object
+// reached from node, updated or patched.
+func (a *Authorizer) statusUpdate(node string, k kind, at apiserver.Attributes) (bool, string) {
+	if !verb(false, at.Verb, "update", "patch") {
+		return false, "can only get/update/patch this type"
 	}
 	return a.related(node, k, at)
 }

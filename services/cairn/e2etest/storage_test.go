@@ -109,7 +109,9 @@ spec:
 // TestE2EStorage is issue 18's check on the real node of `cairn up`: its
 // CSI driver and default StorageClass are there out of the box; a claim on
 // it is provisioned and bound when its pod is scheduled, the pod writes a
-// file, a new pod on the same claim reads it; a cairn up killed with the
+// file, a new pod on the same claim reads it; the claim grown while that
+// pod runs gets the new size once the kubelet expanded it on the node, and
+// the pod keeps running with its data; a cairn up killed with the
 // volume mounted comes back with the pod's mount kept, and a later delete
 // unmounts it; deleting the claim deletes the volume and its directory
 // (Delete), a Retain class keeps both; a StatefulSet's replacement pod
@@ -171,6 +173,34 @@ func TestE2EStorage(t *testing.T) {
 		if got := c.OK(t, "exec", "reader", "--", "cat", "/data/msg"); got != "hello\n" {
 			t.Errorf("the new pod reads %q, want hello", got)
 		}
+	})
+	t.Run("online expansion keeps the pod and its data", func(t *testing.T) {
+		// The default class allows expansion; the driver needs node
+		// expansion, which the kubelet does for the running pod.
+		before := c.pod(t, "reader")
+		c.OK(t, "patch", "pvc", "data", "-p", `{"spec":{"resources":{"requests":{"storage":"20Mi"}}}}`)
+		poll(t, podWait, "claim capacity 20Mi, no resize condition left", func() error {
+			out := c.OK(t, "get", "pvc", "data", "-o", "jsonpath={.status.capacity.storage} {.status.conditions[*].type}{.status.allocatedResourceStatuses}")
+			if strings.TrimSpace(out) != "20Mi" {
+				return fmt.Errorf("capacity, conditions, resize status: %q", out)
+			}
+			return nil
+		})
+		if pv := c.claim(t, "data").Spec.VolumeName; c.OK(t, "get", "pv", pv, "-o", "jsonpath={.spec.capacity.storage}") != "20Mi" {
+			t.Errorf("PV %s capacity is not 20Mi", pv)
+		}
+		if p := c.pod(t, "reader"); p.UID != before.UID || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("reader after the expansion: uid %s phase %s, want %s Running", p.UID, p.Status.Phase, before.UID)
+		}
+		if got := c.OK(t, "exec", "reader", "--", "cat", "/data/msg"); got != "hello\n" {
+			t.Errorf("after the expansion the pod reads %q, want hello", got)
+		}
+		poll(t, podWait, "FileSystemResizeSuccessful on the claim", func() error {
+			if out := c.OK(t, "get", "events", "--field-selector", "involvedObject.name=data,reason=FileSystemResizeSuccessful", "-o", "name"); out == "" {
+				return errors.New("no event yet")
+			}
+			return nil
+		})
 	})
 	if t.Failed() {
 		t.FailNow()

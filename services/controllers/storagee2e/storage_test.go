@@ -402,8 +402,10 @@ func TestStorage(t *testing.T) {
 
 	t.Run("Expand", func(t *testing.T) {
 		// A class that allows expansion; the bound claim's request grows:
-		// ControllerExpandVolume, the PV's and the claim's capacity grow
-		// (the driver needs no node expansion).
+		// ControllerExpandVolume, the PV's capacity grows; the driver needs
+		// node expansion, so the claim waits for a kubelet with
+		// FileSystemResizePending and storage=NodeResizePending, its
+		// status.capacity unchanged (kubelet TestCSIExpand finishes it).
 		mode, reclaim, yes := storagev1.VolumeBindingImmediate, corev1.PersistentVolumeReclaimDelete, true
 		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "expandable"}, Provisioner: hostpath.DriverName,
 			VolumeBindingMode: &mode, ReclaimPolicy: &reclaim, AllowVolumeExpansion: &yes}
@@ -417,18 +419,23 @@ func TestStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := resource.MustParse("48Mi")
-		controlplanetest.Eventually(t, wait, "claim capacity 48Mi", func() bool {
-			c := s.getClaim(t, pvc.Name).Status.Capacity[corev1.ResourceStorage]
-			return c.Cmp(want) == 0
+		controlplanetest.Eventually(t, wait, "claim storage=NodeResizePending", func() bool {
+			return s.getClaim(t, pvc.Name).Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimNodeResizePending
 		})
 		if c := s.getVolume(t, pv.Name).Spec.Capacity[corev1.ResourceStorage]; c.Cmp(want) != 0 {
 			t.Errorf("volume capacity %s, want 48Mi", c.String())
 		}
 		final := s.getClaim(t, pvc.Name)
-		if len(final.Status.Conditions) != 0 || len(final.Status.AllocatedResourceStatuses) != 0 {
-			t.Errorf("claim after resize: conditions %v, allocatedResourceStatuses %v, want none", final.Status.Conditions, final.Status.AllocatedResourceStatuses)
+		if c := final.Status.Capacity[corev1.ResourceStorage]; c.Cmp(resource.MustParse("16Mi")) != 0 {
+			t.Errorf("claim capacity %s before node expansion, want 16Mi", c.String())
 		}
-		for _, r := range []string{csiresizer.ReasonResizing, csiresizer.ReasonVolumeResizeSuccessful} {
+		if a := final.Status.AllocatedResources[corev1.ResourceStorage]; a.Cmp(want) != 0 {
+			t.Errorf("claim allocatedResources %s, want 48Mi", a.String())
+		}
+		if len(final.Status.Conditions) != 1 || final.Status.Conditions[0].Type != corev1.PersistentVolumeClaimFileSystemResizePending {
+			t.Errorf("claim conditions %+v, want FileSystemResizePending only", final.Status.Conditions)
+		}
+		for _, r := range []string{csiresizer.ReasonResizing, csiresizer.ReasonFileSystemResizeRequired} {
 			s.eventMessage(t, pvc.Name, r)
 		}
 	})

@@ -441,8 +441,9 @@ func (d *Driver) available() (int64, error) {
 	return int64(fs.Bavail) * int64(fs.Bsize), nil
 }
 
-// ControllerExpandVolume grows a volume's reservation. A directory needs
-// nothing done on the node, so node expansion is not required.
+// ControllerExpandVolume grows a volume's reservation. The node still
+// presents the old size until NodeExpandVolume, so node expansion is
+// required (as the upstream driver answers).
 func (d *Driver) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	if err := required("volume id", req.GetVolumeId()); err != nil {
 		return nil, err
@@ -466,11 +467,11 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	if err := d.reserve(size, size-v.Size); err != nil {
 		return nil, err
 	}
-	old := v.Size
-	v.Size = size
+	old, oldNode := v.Size, v.NodeSize
+	v.NodeSize, v.Size = v.nodeSize(), size
 	if err := d.save(); err != nil {
-		v.Size = old
+		v.Size, v.NodeSize = old, oldNode
 		return nil, err
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: false}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
 }

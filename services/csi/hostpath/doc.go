@@ -18,7 +18,10 @@
 //   - Node: NodeStage / Unstage (bind mount of the directory at the staging
 //     path), NodePublish / Unpublish (bind mount at the target path, read-only
 //     when asked; the driver creates and removes the target), NodeGetInfo,
-//     NodeGetVolumeStats, NodeExpandVolume. Inline ephemeral volumes
+//     NodeGetVolumeStats, NodeExpandVolume (ControllerExpandVolume grows
+//     the reservation and requires node expansion: the volume presents its
+//     old size, NodeGetVolumeStats' total, until NodeExpandVolume at a path
+//     where it is published or staged). Inline ephemeral volumes
 //     (volume_context csi.storage.k8s.io/ephemeral=true, which the kubelet
 //     sends when the CSIDriver has podInfoOnMount) are created on
 //     NodePublish and deleted on NodeUnpublish, as the upstream driver does.

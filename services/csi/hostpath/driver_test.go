@@ -210,3 +210,57 @@ func TestEphemeral(t *testing.T) {
 		t.Fatalf("ephemeral volume after unpublish: %v", err)
 	}
 }
+
+// TestExpand: ControllerExpandVolume grows the reservation and asks for
+// node expansion; the published volume presents its old size
+// (NodeGetVolumeStats) until NodeExpandVolume at its target grows it.
+// Node expansion beyond the reservation is OutOfRange, at a path where
+// the volume is not published is NotFound.
+func TestExpand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("publishing bind-mounts: run as root")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := dial(t, startDriver(t, dir, 100<<20, 0))
+	v := create(t, c, "grow", 10<<20)
+	target := publish(t, c, v.GetVolumeId(), dir, false)
+	t.Cleanup(func() { // a failure's mounts go before the directory
+		_, _ = c.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: target})
+		_, _ = c.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.GetVolumeId(), StagingTargetPath: filepath.Join(dir, "staging-"+v.GetVolumeId())})
+	})
+	total := func() int64 {
+		t.Helper()
+		st, err := c.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: v.GetVolumeId(), VolumePath: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.GetUsage()[0].GetTotal()
+	}
+	exp, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}})
+	if err != nil || exp.GetCapacityBytes() != 30<<20 || !exp.GetNodeExpansionRequired() {
+		t.Fatalf("ControllerExpandVolume = %v, %v; want 30Mi with node expansion required", exp, err)
+	}
+	if got := total(); got != 10<<20 {
+		t.Fatalf("size on the node before NodeExpandVolume = %d, want %d", got, 10<<20)
+	}
+	_, err = c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 40 << 20}})
+	wantCode(t, err, codes.OutOfRange)
+	_, err = c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: filepath.Join(dir, "elsewhere"), CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}})
+	wantCode(t, err, codes.NotFound)
+	for range 2 { // idempotent
+		ne, err := c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}, VolumeCapability: rwo})
+		if err != nil || ne.GetCapacityBytes() != 30<<20 {
+			t.Fatalf("NodeExpandVolume = %v, %v; want 30Mi", ne, err)
+		}
+	}
+	if got := total(); got != 30<<20 {
+		t.Errorf("size on the node after NodeExpandVolume = %d, want %d", got, 30<<20)
+	}
+	if _, err := c.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: target}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.GetVolumeId(), StagingTargetPath: filepath.Join(dir, "staging-"+v.GetVolumeId())}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -246,7 +246,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 	var dir string
 	var size int64
 	if ok {
-		dir, size = v.Path, v.Size
+		dir, size = v.Path, v.nodeSize()
 	}
 	d.mu.Unlock()
 	if !ok {
@@ -290,11 +290,18 @@ func du(dir string) (int64, error) {
 	return n, err
 }
 
-// NodeExpandVolume has nothing to grow on a directory: it reports the
-// volume's size once the path is there.
+// NodeExpandVolume grows the size the volume presents on the node to the
+// required bytes (all of Size when none are given), at a path where the
+// volume is published or staged. More than ControllerExpandVolume
+// reserved is OutOfRange; a smaller size leaves it as it is.
 func (d *Driver) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	if err := required("volume id", req.GetVolumeId(), "volume path", req.GetVolumePath()); err != nil {
 		return nil, err
+	}
+	if c := req.GetVolumeCapability(); c != nil {
+		if err := checkCapability(c); err != nil {
+			return nil, err
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -302,11 +309,28 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(req.GetVolumePath()); err != nil {
-		return nil, status.Errorf(codes.NotFound, "volume path %s: %v", req.GetVolumePath(), err)
+	path := req.GetVolumePath()
+	if _, published := v.Published[path]; !published && !v.staged(path) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is neither published nor staged at %s", v.ID, path)
 	}
-	if req.GetCapacityRange().GetRequiredBytes() > v.Size {
-		return nil, status.Errorf(codes.OutOfRange, "volume %s is %d bytes: expand it through the controller first", v.ID, v.Size)
+	want := req.GetCapacityRange().GetRequiredBytes()
+	if want == 0 {
+		want = v.Size
 	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Size}, nil
+	if want > v.Size {
+		return nil, status.Errorf(codes.OutOfRange, "volume %s has %d bytes reserved, %d requested: expand it through the controller first", v.ID, v.Size, want)
+	}
+	if lim := req.GetCapacityRange().GetLimitBytes(); lim > 0 && v.nodeSize() > lim {
+		return nil, status.Errorf(codes.OutOfRange, "volume %s already presents %d bytes, more than the limit of %d", v.ID, v.nodeSize(), lim)
+	}
+	if want > v.nodeSize() {
+		old := v.NodeSize
+		v.NodeSize = want
+		if err := d.save(); err != nil {
+			v.NodeSize = old
+			return nil, err
+		}
+		d.log.Info("volume expanded on the node", "volume", v.ID, "size", want)
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.nodeSize()}, nil
 }

@@ -10,9 +10,14 @@ import (
 
 // volume is one volume: a directory of the driver.
 type volume struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	Size      int64             `json:"size"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	// NodeSize is the size the volume presents on the node
+	// (NodeGetVolumeStats' total): ControllerExpandVolume grows Size and
+	// leaves NodeSize behind until NodeExpandVolume grows it too, as a
+	// filesystem waits for its resize after its device grew. 0 is Size.
+	NodeSize  int64             `json:"nodeSize,omitempty"`
 	Path      string            `json:"path"`
 	Ephemeral bool              `json:"ephemeral,omitempty"`
 	Context   map[string]string `json:"context,omitempty"`
@@ -121,6 +126,14 @@ func (s *state) used() int64 {
 		n += v.Size
 	}
 	return n
+}
+
+// nodeSize is the size the node presents.
+func (v *volume) nodeSize() int64 {
+	if v.NodeSize > 0 {
+		return v.NodeSize
+	}
+	return v.Size
 }
 
 func (v *volume) staged(path string) bool {
