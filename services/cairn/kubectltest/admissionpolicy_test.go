@@ -76,4 +76,64 @@ func testAdmissionPolicy(t *testing.T, c *cluster) {
 	}
 	c.OK(t, "create", "deploy", "x", "--image=i", "--replicas=3")
 	c.OK(t, "delete", "deploy", "x")
+	testPolicyTypeChecking(t, c)
+}
+
+// typoPolicyYAML names a Deployment field that does not exist.
+const typoPolicyYAML = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replicaz
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: "object.spec.replicaz > 1"
+`
+
+// testPolicyTypeChecking: the controller manager type checks policies
+// and `kubectl get validatingadmissionpolicy NAME -o yaml` shows kube's
+// status: the correct max-replicas has an empty
+// typeChecking, replicaz a warning naming the kind and the field.
+func testPolicyTypeChecking(t *testing.T, c *cluster) {
+	typo := filepath.Join(t.TempDir(), "typo.yaml")
+	if err := os.WriteFile(typo, []byte(typoPolicyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.OK(t, "apply", "-f", typo)
+	defer c.OK(t, "delete", "-f", typo)
+	// status of the policy once observed, as kubectl prints it.
+	status := func(name string) string {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out := c.OK(t, "get", "validatingadmissionpolicy", name, "-o", "yaml")
+			if strings.Contains(out, "observedGeneration: 1") {
+				_, st, _ := strings.Cut(out, "\nstatus:\n")
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never type checked:\n%s", name, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if got, want := status("max-replicas"), "  observedGeneration: 1\n  typeChecking: {}\n"; got != want {
+		t.Errorf("max-replicas status:\n%s\nwant\n%s", got, want)
+	}
+	const want = `  observedGeneration: 1
+  typeChecking:
+    expressionWarnings:
+    - fieldRef: spec.validations[0].expression
+      warning: |
+        apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'
+         | object.spec.replicaz > 1
+         | ...........^
+`
+	if got := status("replicaz"); got != want {
+		t.Errorf("replicaz status:\n%s\nwant\n%s", got, want)
+	}
 }
