@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -179,6 +180,12 @@ func netlinkMatchesNFT(t *testing.T) {
 			p.SetService(service("etp", "172.30.0.46", loadBalancer(30085, "203.0.113.20", "203.0.113.21"), externalLocal, withExternalIPs("203.0.113.10")))
 			p.SetEndpointSlice(on(slice("etp", "e1", ep{"10.180.0.13", "ready"}, ep{"10.180.0.14", "ready"}), thisNode, "10.180.0.13"))
 		},
+		func() { // loadBalancerSourceRanges
+			p.SetService(service("fw", "172.30.0.47", loadBalancer(30086, "203.0.113.30", "203.0.113.31"), func(svc *v1.Service) {
+				svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "192.168.77.2/32", "198.51.100.0/24"}
+			}))
+			p.SetEndpointSlice(slice("fw", "f1", ep{"10.180.0.15", "ready"}))
+		},
 		func() { // no local endpoint left: dropped
 			p.SetEndpointSlice(on(slice("itp", "i1", ep{"10.180.0.11", "unready"}, ep{"10.180.0.12", "ready"}), thisNode, "10.180.0.11"))
 			p.SetEndpointSlice(on(slice("etp", "e1", ep{"10.180.0.13", "unready"}, ep{"10.180.0.14", "ready"}), thisNode, "10.180.0.13"))
@@ -223,7 +230,8 @@ func netlinkMatchesNFT(t *testing.T) {
 	}
 	for _, want := range []string{"numgen random mod 3 vmap", "update @affinity-", "dnat to 10.180.0.9:80", "tcp . 30080 : goto reject-chain",
 		"fib saddr type local goto service-", "ip saddr " + cidr + " goto service-", "tcp . 30085 : drop", "172.30.0.45 . tcp . 80 : drop",
-		"203.0.113.10 . tcp . 80 : goto external-"} {
+		"203.0.113.10 . tcp . 80 : goto external-", "ip saddr != { 10.0.0.0/8", "198.51.100.0/24 } drop", // split at commas
+		"203.0.113.30 . tcp . 80 : goto firewall-"} {
 		if !slices.ContainsFunc(viaNetlink, func(l string) bool { return strings.Contains(l, want) }) {
 			t.Errorf("the table has no %q", want)
 		}

@@ -104,6 +104,11 @@ func trafficPolicies(t *testing.T) {
 	add(service("zone", "172.30.0.49"), hinted(both("zone", "ready", "ready"),
 		map[string]string{"10.180.0.1": "zone-b", "10.180.0.2": "zone-a"}))
 	add(service("term", "172.30.0.50", internalLocal), both("term", "terminating", "ready"))
+	ranges := func(r ...string) func(*v1.Service) {
+		return func(svc *v1.Service) { svc.Spec.LoadBalancerSourceRanges = r }
+	}
+	add(service("fw-allow", "172.30.0.51", loadBalancer(30082, "203.0.113.30", "203.0.113.39"), ranges("10.0.0.0/8", "192.168.77.2/32")), both("fw-allow", "ready", "ready"))
+	add(service("fw-deny", "172.30.0.52", loadBalancer(30083, "203.0.113.31", "203.0.113.39"), ranges("10.0.0.0/8", "198.51.100.0/24")), both("fw-deny", "ready", "ready"))
 	sync(false)
 
 	// reached fetches addr n times from the namespace ns ("" the node's)
@@ -155,6 +160,15 @@ func trafficPolicies(t *testing.T) {
 			t.Errorf("externalTrafficPolicy Cluster: %q, want the client masqueraded to %s", got, fromNode)
 		}
 	}
+	// loadBalancerSourceRanges: the load-balancer IP answers the client
+	// in a range, drops one outside; the NodePort is not subject to it.
+	if seen := reached(outside.path, "203.0.113.30:80", 20); len(seen) != 2 {
+		t.Errorf("a load-balancer IP whose source ranges hold the client reached %v, want both endpoints", seen)
+	}
+	if _, err := fetchIn(outside.path, "203.0.113.31:80"); !isTimeout(err) {
+		t.Errorf("a load-balancer IP whose source ranges do not hold the client: %v, want dropped (a timeout)", err)
+	}
+	reached(outside.path, "192.168.77.1:30083", 5)
 	if code, body := getHealth(t, outside.path, "192.168.77.1:30999"); code != http.StatusOK || body.LocalEndpoints != 1 || body.Service.Name != "etp" {
 		t.Errorf("health check: %d %+v, want 200 with 1 local endpoint", code, body)
 	}
