@@ -22,7 +22,7 @@ type baseChain struct {
 const filterPriority = knftables.BaseChainPriority("-110")
 
 // baseChains are kube-proxy's nftables-mode chains that do not depend on
-// any Service (its firewall and cluster-ips checks are not built yet).
+// any Service (its cluster-ips check is not built yet).
 var baseChains = []baseChain{
 	{name: markMasqChain, rules: []string{"mark set mark or " + masqueradeMark}},
 	{name: masqueradingChain, rules: []string{
@@ -41,9 +41,15 @@ var baseChains = []baseChain{
 	{name: nodePortsCheckChain, rules: []string{
 		knftables.Concat("fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@"+noEndpointNodePortMap),
 	}},
+	{name: firewallCheckChain, rules: []string{
+		knftables.Concat("ip daddr . meta l4proto . th dport vmap", "@"+firewallIPsMap),
+	}},
 	{name: servicesChain, rules: []string{
 		knftables.Concat("ip daddr . meta l4proto . th dport vmap", "@"+serviceIPsMap),
 		knftables.Concat("fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@"+serviceNodePortsMap),
+	}},
+	{name: "filter-prerouting", typ: knftables.FilterType, hook: knftables.PreroutingHook, priority: filterPriority, rules: []string{
+		"ct state new jump " + firewallCheckChain,
 	}},
 	{name: "filter-input", typ: knftables.FilterType, hook: knftables.InputHook, priority: filterPriority, rules: []string{
 		"ct state new jump " + nodePortsCheckChain,
@@ -54,6 +60,7 @@ var baseChains = []baseChain{
 	}},
 	{name: "filter-output", typ: knftables.FilterType, hook: knftables.OutputHook, priority: filterPriority, rules: []string{
 		"ct state new jump " + endpointsCheckChain,
+		"ct state new jump " + firewallCheckChain,
 	}},
 	{name: "nat-prerouting", typ: knftables.NATType, hook: knftables.PreroutingHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
 	{name: "nat-output", typ: knftables.NATType, hook: knftables.OutputHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
@@ -66,6 +73,7 @@ var baseMaps = []knftables.Map{
 	{Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: knftables.PtrTo("NodePort traffic")},
 	{Name: noEndpointServicesMap, Type: "ipv4_addr . inet_proto . inet_service : verdict", Comment: knftables.PtrTo("vmap to drop or reject packets to services with no endpoints")},
 	{Name: noEndpointNodePortMap, Type: "inet_proto . inet_service : verdict", Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints")},
+	{Name: firewallIPsMap, Type: "ipv4_addr . inet_proto . inet_service : verdict", Comment: knftables.PtrTo("destinations that are subject to LoadBalancerSourceRanges")},
 }
 
 // writeBase adds to tx shard table's table and its fixed objects and

@@ -13,34 +13,62 @@
 //     nat-postrouting (srcnat) jumps to masquerading; filter-input,
 //     filter-forward and filter-output (dstnat - 10, before any DNAT) send
 //     new connections through service-endpoints-check (and, for input,
-//     nodeport-endpoints-check).
+//     nodeport-endpoints-check); filter-prerouting and filter-output
+//     through firewall-check ("vmap @firewall-ips").
 //   - services: "ip daddr . meta l4proto . th dport vmap @service-ips" and,
 //     for local addresses other than 127.0.0.0/8, "meta l4proto . th dport
 //     vmap @service-nodeports".
 //   - Per Service port (names are kube's: service-HASH-ns/name/proto/port,
-//     HASH 8 base32 characters of its SHA-256): a service- chain that marks
-//     for masquerade traffic from outside ClusterCIDR and picks an endpoint
-//     with "numgen random mod N vmap { 0 : goto endpoint-..., ... }", equal
-//     probability for each; one endpoint- chain per endpoint that marks
-//     hairpin traffic (a pod reaching itself) and DNATs; for NodePorts an
-//     external- chain that marks and goes to the service- chain.
+//     HASH 8 base32 characters of its SHA-256): a service- chain (the
+//     Cluster policy's endpoints) and a local- chain (the Local policy's:
+//     this node's) that pick an endpoint with "numgen random mod N vmap {
+//     0 : goto endpoint-..., ... }", equal probability for each, the one
+//     the ClusterIP goes to (internalTrafficPolicy) first marking for
+//     masquerade traffic from outside ClusterCIDR; one endpoint- chain per
+//     endpoint that marks hairpin traffic (a pod reaching itself) and
+//     DNATs. NodePorts, externalIPs and load-balancer ingress IPs (not
+//     ipMode Proxy) go to an external- chain: externalTrafficPolicy
+//     Cluster marks for masquerade and goes to service-; Local keeps the
+//     client's address and goes to local-, after sending pods (from
+//     ClusterCIDR) and the node itself ("fib saddr type local",
+//     masqueraded) to service-, as kube's short-circuit does. With
+//     loadBalancerSourceRanges, the load-balancer IPs are elements of
+//     firewall-ips whose firewall- chain drops "ip saddr != { ranges }".
 //   - Session affinity ClientIP: a dynamic set affinity-... per endpoint
 //     with the Service's timeout; the endpoint chain adds the client's
 //     address to its set, and the service chain sends a client found in an
 //     endpoint's set to that endpoint before balancing.
 //   - A port without usable endpoints has no chains: its ClusterIP (and
-//     NodePort) is an element of no-endpoint-services (no-endpoint-nodeports)
-//     whose verdict is "goto reject-chain", so a connection is refused.
+//     NodePort, externalIPs...) is an element of no-endpoint-services
+//     (no-endpoint-nodeports) whose verdict is "goto reject-chain", so a
+//     connection is refused; when only a Local policy has none here
+//     (endpoints elsewhere), the verdict is drop, as kube's.
 //     Unlike kube's bare reject, TCP is refused with a reset: the ICMP error
 //     of a reject in the output hook never reaches a client on the node
 //     itself (TestTraffic saw it wait for its timeout).
 //   - mark-for-masquerade sets mark 0x4000 (kube's --masquerade-bit 14);
 //     masquerading clears it and masquerades fully-random.
 //
-// Endpoints are chosen as kube-proxy does: the ready ones (an unset
-// condition counts as ready), or, when none is, the serving and terminating
-// ones; IPv4 slices only, matched to the Service port by name and protocol,
-// duplicates across slices counted once.
+// Endpoints are chosen as kube-proxy's CategorizeEndpoints does
+// (pkg/proxy/topology.go): IPv4 slices only, matched to the Service port
+// by name and protocol, duplicates across slices counted once; for each of
+// the Cluster and Local policies the ready ones (an unset condition counts
+// as ready), or, when none is, the serving and terminating ones; Local
+// takes those whose nodeName is Config.NodeName. The Cluster policy keeps
+// only the endpoints hinted for the node's zone (hints.forZones, the
+// topology.kubernetes.io/zone label of the proxy's Node, which it follows
+// alone: consumer.Named) when every ready endpoint has a zone hint and one
+// names that zone.
+//
+// # Health checks
+//
+// With Options.HealthChecks (RunNode sets it), a Service with
+// externalTrafficPolicy Local and a healthCheckNodePort (the apiserver
+// allocates one for a LoadBalancer) is served on that port on every
+// address of the node's namespace, as kube-proxy's service health server:
+// 200 when the node has a ready endpoint of it and the last Sync
+// succeeded, else 503, with kube's JSON (service, localEndpoints,
+// serviceProxyHealthy). TestTrafficPolicies and TestRunNode fetch it.
 //
 // # Updates
 //
@@ -200,10 +228,12 @@
 //
 // # Not yet done
 //
-//   - IPv6 (an ip6 table), LoadBalancer and externalIPs, externalTraffic-
-//     and internalTrafficPolicy Local, kube's firewall and cluster-ips
-//     checks, the nodeport-ips set for --nodeport-addresses, a change of an
-//     affinity timeout on a live set (the set is kept as first created).
+//   - IPv6 (an ip6 table), kube's cluster-ips check, the nodeport-ips set
+//     for --nodeport-addresses, node hints (PreferSameNode), the
+//     firewall's exception for traffic from the node itself (kube adds the
+//     load-balancer IPs when a range holds its node IP: the proxy has no
+//     node IP), a change of an affinity timeout on a live set (the set is
+//     kept as first created), conntrack cleanup of stale UDP flows.
 //   - The relay listens on the port of the one apiserver in the proxy's
 //     kubeconfig; apiservers on other ports (one per port in the kubernetes
 //     Service) are not relayed, and the relay does not fail over.

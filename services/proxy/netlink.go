@@ -171,6 +171,7 @@ var (
 	reVerdict         = regexp.MustCompile(`^(jump|goto) (\S+)$`)
 	reSaddrCIDR       = regexp.MustCompile(`^ip saddr ([0-9.]+/\d+) (jump|goto) (\S+)$`)
 	reFibLocal        = regexp.MustCompile(`^fib saddr type local (jump|goto) (\S+)$`)
+	reSaddrNotInDrop  = regexp.MustCompile(`^ip saddr != \{ (.*) \} drop$`)
 )
 
 // ruleExprs translates one rule into the expressions nft generates for it;
@@ -222,6 +223,9 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 		return []expr.Any{&expr.Fib{Register: 1, FlagSADDR: true, ResultADDRTYPE: true},
 			cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)),
 			jumpOrGoto(m[1], m[2])}, nil
+	}
+	if m := reSaddrNotInDrop.FindStringSubmatch(rule); m != nil {
+		return b.saddrNotIn(rule, strings.Split(m[1], ", "))
 	}
 	if m := reUpdateSet.FindStringSubmatch(rule); m != nil {
 		return []expr.Any{loadAddr(12), &expr.Dynset{SrcRegKey: 1, SetName: m[1], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)}}, nil
@@ -280,6 +284,41 @@ func (b *nlBatch) numgen(rule, mod, items string) ([]expr.Any, error) {
 		&expr.Numgen{Register: 1, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM},
 		&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetID: set.ID, SetName: set.Name},
 	}, nil
+}
+
+// saddrNotIn is "ip saddr != { A, B/N, ... } drop" (a firewall chain):
+// an anonymous constant interval set, as nft builds it: each range is its
+// first address and, flagged as an interval end, the address after it,
+// preceded by an interval end at 0.0.0.0 unless a range starts there. The
+// ranges are sorted and do not overlap (sourceRanges).
+func (b *nlBatch) saddrNotIn(rule string, items []string) ([]expr.Any, error) {
+	var elems []nftables.SetElement
+	for i, item := range items {
+		if !strings.Contains(item, "/") {
+			item += "/32"
+		}
+		_, n, err := net.ParseCIDR(item)
+		if err != nil || n.IP.To4() == nil {
+			return nil, fmt.Errorf("rule %q: range %q", rule, item)
+		}
+		start := binary.BigEndian.Uint32(n.IP.To4())
+		ones, _ := n.Mask.Size()
+		end := uint64(start) + 1<<(32-ones)
+		if i == 0 && start != 0 {
+			elems = append(elems, nftables.SetElement{Key: make([]byte, 4), IntervalEnd: true})
+		}
+		elems = append(elems, nftables.SetElement{Key: binary.BigEndian.AppendUint32(nil, start)})
+		if end <= 0xffffffff {
+			elems = append(elems, nftables.SetElement{Key: binary.BigEndian.AppendUint32(nil, uint32(end)), IntervalEnd: true})
+		}
+	}
+	set := &nftables.Set{Table: b.table, Anonymous: true, Constant: true, Interval: true, KeyType: nftables.TypeIPAddr}
+	if err := b.conn.AddSet(set, elems); err != nil {
+		return nil, fmt.Errorf("rule %q: %w", rule, err)
+	}
+	return []expr.Any{loadAddr(12),
+		&expr.Lookup{SourceRegister: 1, SetID: set.ID, SetName: set.Name, Invert: true},
+		&expr.Verdict{Kind: expr.VerdictDrop}}, nil
 }
 
 // loadAddr loads 4 bytes of the IPv4 header at offset (12 saddr, 16 daddr).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -149,7 +150,7 @@ func netlinkMatchesNFT(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewNFT: %v", err)
 	}
-	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true})
+	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true, NodeName: thisNode})
 	p.SetService(service("keep", "172.30.0.40"))
 	p.SetEndpointSlice(slice("keep", "k1", ep{"10.180.0.20", "ready"}))
 	p.SetService(service("gone", "172.30.0.44", clientIP, nodePort(30090)))
@@ -173,6 +174,22 @@ func netlinkMatchesNFT(t *testing.T) {
 		func() { p.SetEndpointSlice(slice("empty", "e1", ep{"10.180.0.9", "ready"})) }, // no longer rejected
 		func() { p.DeleteEndpointSlice(slice("np", "n1")) },                            // now rejected
 		func() { p.DeleteService(types.NamespacedName{Namespace: "ns1", Name: "gone"}) },
+		func() { // traffic policies Local, externalIPs, a load-balancer IP
+			p.SetService(service("itp", "172.30.0.45", internalLocal))
+			p.SetEndpointSlice(on(slice("itp", "i1", ep{"10.180.0.11", "ready"}, ep{"10.180.0.12", "ready"}), thisNode, "10.180.0.11"))
+			p.SetService(service("etp", "172.30.0.46", loadBalancer(30085, "203.0.113.20", "203.0.113.21"), externalLocal, withExternalIPs("203.0.113.10")))
+			p.SetEndpointSlice(on(slice("etp", "e1", ep{"10.180.0.13", "ready"}, ep{"10.180.0.14", "ready"}), thisNode, "10.180.0.13"))
+		},
+		func() { // loadBalancerSourceRanges
+			p.SetService(service("fw", "172.30.0.47", loadBalancer(30086, "203.0.113.30", "203.0.113.31"), func(svc *v1.Service) {
+				svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "192.168.77.2/32", "198.51.100.0/24"}
+			}))
+			p.SetEndpointSlice(slice("fw", "f1", ep{"10.180.0.15", "ready"}))
+		},
+		func() { // no local endpoint left: dropped
+			p.SetEndpointSlice(on(slice("itp", "i1", ep{"10.180.0.11", "unready"}, ep{"10.180.0.12", "ready"}), thisNode, "10.180.0.11"))
+			p.SetEndpointSlice(on(slice("etp", "e1", ep{"10.180.0.13", "unready"}, ep{"10.180.0.14", "ready"}), thisNode, "10.180.0.13"))
+		},
 	}
 	for i, step := range steps {
 		step()
@@ -211,7 +228,10 @@ func netlinkMatchesNFT(t *testing.T) {
 		t.Errorf("the table written over netlink lists as\n%s\n\nthe same state written by nft as\n%s",
 			strings.Join(viaNetlink, "\n"), strings.Join(viaNFT, "\n"))
 	}
-	for _, want := range []string{"numgen random mod 3 vmap", "update @affinity-", "dnat to 10.180.0.9:80", "tcp . 30080 : goto reject-chain"} {
+	for _, want := range []string{"numgen random mod 3 vmap", "update @affinity-", "dnat to 10.180.0.9:80", "tcp . 30080 : goto reject-chain",
+		"fib saddr type local goto service-", "ip saddr " + cidr + " goto service-", "tcp . 30085 : drop", "172.30.0.45 . tcp . 80 : drop",
+		"203.0.113.10 . tcp . 80 : goto external-", "ip saddr != { 10.0.0.0/8", "198.51.100.0/24 } drop", // split at commas
+		"203.0.113.30 . tcp . 80 : goto firewall-"} {
 		if !slices.ContainsFunc(viaNetlink, func(l string) bool { return strings.Contains(l, want) }) {
 			t.Errorf("the table has no %q", want)
 		}

@@ -94,8 +94,31 @@ func TestRunNode(t *testing.T) {
 		t.Errorf("the proxy programmed the host's nftables, not the namespace's")
 	}
 
+	// The proxy follows its own Node: its zone picks the endpoints
+	// hinted for it.
+	zonedNode(t, env, ns, port)
+	// externalTrafficPolicy Local: the health check on the
+	// healthCheckNodePort, in the node's namespace; no endpoint here.
+	lb, err := env.Client.CoreV1().Services("default").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "lb"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal,
+			Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromInt(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Spec.HealthCheckNodePort == 0 {
+		t.Fatalf("no healthCheckNodePort allocated: %+v", lb.Spec)
+	}
+	health := "http://" + net.JoinHostPort(APIServerAddress, fmt.Sprint(lb.Spec.HealthCheckNodePort)) + "/healthz"
+	controlplanetest.Eventually(t, 30*time.Second, "GET "+health+" answers no local endpoint", func() bool {
+		body, err := nsGet(ctx, ns, health)
+		return err == nil && strings.Contains(body, `"localEndpoints": 0`) && strings.Contains(body, `"name": "lb"`)
+	})
+
 	// Restart: the rules stay while the proxy is down; what changed
 	// meanwhile is synced when it is back.
+	table = nsTable(t, ns)
 	stop()
 	if after := nsTable(t, ns); after != table {
 		t.Fatalf("the table changed when the proxy stopped:\n%s\nbefore:\n%s", after, table)
@@ -115,6 +138,55 @@ func TestRunNode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// zonedNode creates the proxy's Node n1 in zone-a and a Service with two
+// endpoints hinted for zone-a (the relay) and zone-b (an address nothing
+// answers): only the relay is programmed, then, once n1 moves to zone-b,
+// only the other.
+func zonedNode(t *testing.T, env *controlplanetest.Env, ns string, port uint16) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := env.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "n1", Labels: map[string]string{v1.LabelTopologyZone: "zone-a"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createService(t, env, "zoned", 443, int(port))
+	hint := func(zone string) *discovery.EndpointHints {
+		return &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
+	}
+	if _, err := env.Client.DiscoveryV1().EndpointSlices("default").Create(ctx, &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "zoned-1", Namespace: "default", Labels: map[string]string{discovery.LabelServiceName: "zoned"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Endpoints: []discovery.Endpoint{
+			{Addresses: []string{APIServerAddress}, Hints: hint("zone-a")},
+			{Addresses: []string{"10.99.0.1"}, Hints: hint("zone-b")},
+		},
+		Ports: []discovery.EndpointPort{{Name: ptr("https"), Port: ptr(int32(port)), Protocol: ptr(v1.ProtocolTCP)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	has := func(table, ip string) bool {
+		for _, line := range strings.Split(table, "\n") {
+			if strings.Contains(line, "default/zoned/tcp/https__"+ip+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	controlplanetest.Eventually(t, 30*time.Second, "zone-a: only the endpoint hinted for it", func() bool {
+		table := nsTable(t, ns)
+		return has(table, APIServerAddress) && !has(table, "10.99.0.1")
+	})
+	node.Labels[v1.LabelTopologyZone] = "zone-b"
+	if _, err := env.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.Eventually(t, 30*time.Second, "zone-b: only the endpoint hinted for it", func() bool {
+		table := nsTable(t, ns)
+		return !has(table, APIServerAddress) && has(table, "10.99.0.1")
+	})
+}
 
 // metricValue is the value of the metric name whose label is value in
 // reg: a gauge's value, a histogram's sample count; -1 when absent.

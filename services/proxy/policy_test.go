@@ -193,6 +193,25 @@ func TestPolicyRules(t *testing.T) {
 			"service-nodeports: tcp . 30080 : goto " + ext,
 		}},
 	}, {
+		name: "loadBalancerSourceRanges: a firewall chain for the load-balancer IPs",
+		svc: service("svc1", "172.30.0.41", loadBalancer(30080, "203.0.113.20", "203.0.113.22", "203.0.113.21"), func(svc *v1.Service) {
+			svc.Spec.LoadBalancerSourceRanges = []string{"192.168.0.0/16", " 10.0.0.0/8", "198.51.100.7/32", "2001:db8::/32"}
+		}),
+		slices: []*discovery.EndpointSlice{mixed("ready")},
+		want: state{Chains: map[string][]string{
+			svc: {masq, vmapTo(ep1)},
+			ext: {"jump mark-for-masquerade", "goto " + svc},
+			ep1: epRules("10.180.0.1"),
+			"firewall-" + hashAndTruncate("ns1/svc1/tcp/p80"): {"ip saddr != { 10.0.0.0/8, 192.168.0.0/16, 198.51.100.7 } drop"},
+		}, Elements: []string{
+			"firewall-ips: 203.0.113.20 . tcp . 80 : goto firewall-" + hashAndTruncate("ns1/svc1/tcp/p80"),
+			"firewall-ips: 203.0.113.22 . tcp . 80 : goto firewall-" + hashAndTruncate("ns1/svc1/tcp/p80"),
+			"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc,
+			"service-ips: 203.0.113.20 . tcp . 80 : goto " + ext,
+			"service-ips: 203.0.113.22 . tcp . 80 : goto " + ext,
+			"service-nodeports: tcp . 30080 : goto " + ext,
+		}},
+	}, {
 		name: "externalIPs without endpoints: rejected",
 		svc:  service("svc1", "172.30.0.41", withExternalIPs("203.0.113.10")),
 		want: state{Chains: map[string][]string{}, Elements: []string{

@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -27,6 +28,8 @@ const (
 	endpointsCheckChain   = "service-endpoints-check"
 	nodePortsCheckChain   = "nodeport-endpoints-check"
 	serviceIPsMap         = "service-ips"
+	firewallCheckChain    = "firewall-check"
+	firewallIPsMap        = "firewall-ips"
 	serviceNodePortsMap   = "service-nodeports"
 	noEndpointServicesMap = "no-endpoint-services"
 	noEndpointNodePortMap = "no-endpoint-nodeports"
@@ -316,6 +319,31 @@ func externalIPs(svc *v1.Service) (external, lb []string) {
 	return external, lb
 }
 
+// sourceRanges are svc's IPv4 loadBalancerSourceRanges, as nft prints
+// them (a /32 as the bare address), sorted.
+func sourceRanges(svc *v1.Service) []string {
+	var out []string
+	for _, r := range svc.Spec.LoadBalancerSourceRanges {
+		_, n, err := net.ParseCIDR(strings.TrimSpace(r))
+		if err != nil || n.IP.To4() == nil {
+			continue
+		}
+		if ones, _ := n.Mask.Size(); ones == 32 {
+			out = append(out, n.IP.String())
+		} else {
+			out = append(out, n.String())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return ipv4Key(out[i]) < ipv4Key(out[j]) })
+	return slices.Compact(out)
+}
+
+// ipv4Key orders addresses and CIDRs by their first address.
+func ipv4Key(s string) uint32 {
+	ip, _, _ := strings.Cut(s, "/")
+	return binary.BigEndian.Uint32(net.ParseIP(ip).To4())
+}
+
 func isIPv4(s string) bool {
 	ip := net.ParseIP(s)
 	return ip != nil && ip.To4() != nil
@@ -385,6 +413,16 @@ func buildPort(r *serviceRules, svc *v1.Service, port *v1.ServicePort, cands []c
 		}
 		if !hasExternal {
 			r.addElement(element{Map: noEndpointServicesMap, Key: key(ip), Value: externalVerdict})
+		}
+	}
+	// loadBalancerSourceRanges: connections to the load-balancer IPs from
+	// elsewhere are dropped before DNAT (NodePorts are not subject to it,
+	// as in kube).
+	if ranges := sourceRanges(svc); len(lbIPs) > 0 && len(ranges) > 0 {
+		fwChain := "firewall-" + hashAndTruncate(base)
+		r.Chains[fwChain] = []string{knftables.Concat("ip saddr != {", strings.Join(ranges, ", "), "} drop")}
+		for _, ip := range lbIPs {
+			r.addElement(element{Map: firewallIPsMap, Key: key(ip), Value: "goto " + fwChain})
 		}
 	}
 	if nodePort != 0 {
