@@ -15,6 +15,12 @@ type StreamConfig struct {
 	// Replicas is the number of JetStream replicas of each stream: 1 for the
 	// embedded server, 3 for a NATS cluster. 0 means 1.
 	Replicas int
+	// KeepReplicas makes EnsureStreams keep the replicas of a stream that
+	// exists (Replicas is then only the number a new stream starts with):
+	// on servers that join into one cluster, the replicas follow the
+	// cluster's size (ScaleStreams), and a server that starts must not
+	// set them back.
+	KeepReplicas bool
 }
 
 // Stream settings shared by every deployment.
@@ -73,6 +79,13 @@ func StreamConfigs(cfg StreamConfig) []jetstream.StreamConfig {
 // starts.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	for _, sc := range StreamConfigs(cfg) {
+		if cfg.KeepReplicas {
+			if s, err := js.Stream(ctx, sc.Name); err == nil {
+				sc.Replicas = s.CachedInfo().Config.Replicas
+			} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
+			}
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 		}
@@ -235,26 +248,32 @@ func ReplicasFor(peers int) int {
 // they are. It returns early with ctx's error.
 func ScaleStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	for _, sc := range StreamConfigs(cfg) {
-		s, err := js.Stream(ctx, sc.Name)
-		if err != nil {
-			return fmt.Errorf("events: scale stream %s: %w", sc.Name, err)
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("events: scale stream %s: %w", sc.Name, err)
-		}
-		if info.Config.Replicas != sc.Replicas {
-			cur := info.Config
-			cur.Replicas = sc.Replicas
-			if _, err := js.UpdateStream(ctx, cur); err != nil {
-				return fmt.Errorf("events: scale stream %s to %d replicas: %w", sc.Name, sc.Replicas, err)
-			}
-		}
-		if err := waitReplicasCurrent(ctx, js, sc.Name, sc.Replicas); err != nil {
+		if err := ScaleStream(ctx, js, sc.Name, sc.Replicas); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ScaleStream is ScaleStreams for the one stream name (any stream, e.g.
+// the one behind a KV bucket, KV_<bucket>).
+func ScaleStream(ctx context.Context, js jetstream.JetStream, name string, replicas int) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("events: scale stream %s: %w", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events: scale stream %s: %w", name, err)
+	}
+	if info.Config.Replicas != replicas {
+		cur := info.Config
+		cur.Replicas = replicas
+		if _, err := js.UpdateStream(ctx, cur); err != nil {
+			return fmt.Errorf("events: scale stream %s to %d replicas: %w", name, replicas, err)
+		}
+	}
+	return waitReplicasCurrent(ctx, js, name, replicas)
 }
 
 // waitReplicasCurrent polls the stream's cluster info until it has a

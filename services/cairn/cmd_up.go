@@ -15,6 +15,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		svcNet serviceNetFlags
 		sa     serviceAccountFlags
 		dns    kubeletDNSFlags
+		join   upJoinFlags
 	)
 	fs := newFlagSet("up", stderr)
 	fs.dataDirFlag("directory for all state (etcd, NATS, PKI, kubeconfig)")
@@ -32,6 +33,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.DNS.Forward, "dns-forward", "", "the cluster DNS's upstream for names outside the cluster domain, as kubeadm's "+
 		"\"forward . /etc/resolv.conf\" (a resolv.conf or addresses); empty forwards nothing (no query leaves the cluster)")
 	fs.BoolVar(&cfg.DNS.Disabled, "disable-cluster-dns", false, "do not deploy the cluster DNS (CoreDNS, Service kube-dns)")
+	join.register(fs.FlagSet, &cfg)
 	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
@@ -50,6 +52,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	level, err := parseLevel(fs.logLevel)
 	if err != nil {
+		return err
+	}
+	// Before the log file: a join refused writes nothing.
+	if err := join.fetch(ctx, &cfg); err != nil {
 		return err
 	}
 	log, closeLog, err := up.OpenLog(cfg.DataDir, level, stderr)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/publish"
+	"github.com/cairn-dev/cairn/services/controlplane"
+	"github.com/cairn-dev/cairn/services/embedded"
 )
 
 // Status is a snapshot of the cluster's servers.
@@ -26,6 +28,11 @@ type Status struct {
 	Publisher Publisher
 	// Shards are the partition owners of each sharded consumer group.
 	Shards []ShardGroup
+	// Servers and Meta are the servers recorded and the JetStream meta
+	// group, on servers joined into one cluster (from an apiserver's
+	// controlplane.ServersPath); nil otherwise.
+	Servers []controlplane.ServerRecord
+	Meta    *embedded.NATSMeta
 }
 
 // EtcdMember is one member of the etcd cluster.
@@ -247,6 +254,21 @@ func (st *Status) Write(w io.Writer) error {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "NATS servers (carrying the streams):\t%s\n", strings.Join(st.NATSServers(), ", "))
+	if st.Meta != nil {
+		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "NATS PEER\tMETA LEADER\tSTATE\tLAG\n")
+		for _, p := range st.Meta.Peers {
+			state := "current"
+			switch {
+			case p.Offline:
+				state = "offline"
+			case !p.Current:
+				state = "catching up"
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\n", p.Name, p.Leader, state, p.Lag)
+		}
+		fmt.Fprintf(tw, "JetStream meta leader:\t%s\n", st.Meta.Leader)
+	}
 	pub := st.Publisher.Identity
 	if pub == "" {
 		pub = "(none elected)"

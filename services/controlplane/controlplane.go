@@ -54,6 +54,9 @@ type Config struct {
 	NATSURL string
 	// StreamReplicas for the log streams (3 on a NATS cluster).
 	StreamReplicas int
+	// Cluster makes the embedded etcd and NATS members of a cluster of
+	// servers (see Cluster); nil runs them alone on loopback.
+	Cluster *Cluster
 	// Listener serves the apiserver; nil listens on Listen.
 	Listener net.Listener
 	Listen   string
@@ -217,10 +220,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err := cp.startEtcd(ctx, cfg, ready); err != nil {
 		return nil, err
 	}
-	if err := cp.startNATS(cfg, ready); err != nil {
+	if err := cp.startNATS(ctx, cfg, ready); err != nil {
 		return nil, err
 	}
-	if err := events.EnsureStreams(ctx, cp.JS, events.StreamConfig{Replicas: cfg.StreamReplicas}); err != nil {
+	if err := events.EnsureStreams(ctx, cp.JS, events.StreamConfig{Replicas: cfg.StreamReplicas, KeepReplicas: cfg.Cluster != nil}); err != nil {
 		return nil, fmt.Errorf("controlplane: streams: %w", err)
 	}
 	cp.group = supervisor.NewGroup(context.Background())
@@ -256,6 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		extra[history.Prefix] = cp.History.Handler()
 	}
 	cp.joinHandlers(cfg, extra)
+	cp.serverHandlers(cfg, extra)
 	az, err := cp.newAuthz(cfg)
 	if err != nil {
 		return nil, err
@@ -383,6 +387,13 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		}
 	}
 	cp.Addr = ln.Addr().String()
+	if cfg.Cluster != nil {
+		if err := cp.record(ctx, cfg); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cp.goRun("stream replicas", func(ctx context.Context) error { return cp.scaleReplicas(ctx, cfg.Log) })
+	}
 	if err := cp.startKubernetesService(ctx, cp.group.Context(), cfg, alloc); err != nil {
 		return nil, err
 	}
@@ -509,7 +520,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, cfg Config, ready func(st
 	detail := ""
 	if len(endpoints) == 0 {
 		dir := filepath.Join(cfg.DataDir, "etcd")
-		e, err := embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: dir, NoFsync: cfg.NoFsync})
+		var e *embedded.Etcd
+		var err error
+		if cfg.Cluster != nil {
+			e, err = cp.startClusterEtcd(ctx, cfg)
+		} else {
+			e, err = embedded.StartEtcd(ctx, embedded.EtcdConfig{Dir: dir, NoFsync: cfg.NoFsync})
+		}
 		if err != nil {
 			return err
 		}
@@ -539,17 +556,28 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, cfg Config, ready func(st
 	return nil
 }
 
-func (cp *ControlPlane) startNATS(cfg Config, ready func(string, string)) error {
+func (cp *ControlPlane) startNATS(ctx context.Context, cfg Config, ready func(string, string)) error {
 	var nc *nats.Conn
 	var err error
 	detail := cfg.NATSURL
 	if cfg.NATSURL == "" {
 		dir := filepath.Join(cfg.DataDir, "nats")
-		n, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: dir, Port: -1})
+		ncfg := embedded.NATSConfig{StoreDir: dir, Port: -1}
+		if cfg.Cluster != nil {
+			if ncfg, err = cp.clusterNATS(ctx, cfg, dir); err != nil {
+				return err
+			}
+		}
+		n, err := embedded.StartNATS(ncfg)
 		if err != nil {
 			return err
 		}
 		cp.embNATS = n
+		if cfg.Cluster != nil {
+			if err := awaitMeta(ctx, n); err != nil {
+				return err
+			}
+		}
 		nc, err = n.Connect(nats.Name("cairn"))
 		if err != nil {
 			return err

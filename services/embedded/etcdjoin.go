@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // A member joins a running cluster as etcd's runtime-reconfiguration guide
@@ -104,4 +105,53 @@ func PromoteEtcd(ctx context.Context, cli *clientv3.Client, id uint64) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// PromoteSelf promotes the member e to a voter, through the other
+// members, if it is still a learner: a server that joined is promoted once
+// it has caught up, and one killed before that is promoted when it
+// restarts. A voter returns at once.
+func (e *Etcd) PromoteSelf(ctx context.Context) error {
+	srv := e.e.Server
+	if !srv.IsLearner() {
+		return nil
+	}
+	var eps []string
+	for _, m := range srv.Cluster().Members() {
+		if m.ID != srv.MemberID() && !m.IsLearner {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	if len(eps) == 0 {
+		return errors.New("embedded: promote etcd learner: no voting member with a client URL")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("embedded: promote etcd learner: %w", err)
+	}
+	defer cli.Close()
+	return PromoteEtcd(ctx, cli, uint64(srv.MemberID()))
+}
+
+// ErrNoEtcdMember means no etcd member has the name given.
+var ErrNoEtcdMember = errors.New("embedded: no such etcd member")
+
+// RemoveEtcdMember removes the member named name from the cluster cli
+// reaches (etcd's member remove), returning ErrNoEtcdMember if there is
+// none. A member added but never started has no name; give its peer URL
+// instead of a name to remove it.
+func RemoveEtcdMember(ctx context.Context, cli *clientv3.Client, name string) error {
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("embedded: etcd members: %w", err)
+	}
+	for _, m := range ml.Members {
+		if m.Name == name || (m.Name == "" && slices.Contains(m.PeerURLs, name)) {
+			if _, err := cli.MemberRemove(ctx, m.ID); err != nil {
+				return fmt.Errorf("embedded: remove etcd member %s: %w", name, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("embedded: etcd member %s: %w", name, ErrNoEtcdMember)
 }

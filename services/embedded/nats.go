@@ -1,6 +1,8 @@
 package embedded
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -51,7 +53,15 @@ const MaxPayload = 8 << 20
 // NATS is a running embedded NATS server.
 type NATS struct {
 	s *server.Server
+	// sysUser and sysPass log an in-process connection into the system
+	// account (clustered servers only), for the JetStream calls only it
+	// may make (peer removal). The password is random, per process, and
+	// never leaves it.
+	sysUser, sysPass string
 }
+
+// sysAccount is nats-server's default system account name.
+const sysAccount = "$SYS"
 
 // StartNATS starts the server and waits until it accepts connections.
 func StartNATS(cfg NATSConfig) (*NATS, error) {
@@ -78,7 +88,22 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		NoSigs: true,
 		NoLog:  true,
 	}
+	n := &NATS{}
 	if c := cfg.Cluster; c.Name != "" {
+		// A user of the system account, for JSApiRemoveServer. With only
+		// the global and the system account configured and no
+		// authorization block, nats-server keeps clients without
+		// credentials in the global account (its no-auth user), where the
+		// streams have always been.
+		pass, err := randomHex(16)
+		if err != nil {
+			return nil, err
+		}
+		sys := server.NewAccount(sysAccount)
+		n.sysUser, n.sysPass = "cairn-system", pass
+		opts.Accounts = []*server.Account{sys}
+		opts.SystemAccount = sysAccount
+		opts.Users = []*server.User{{Username: n.sysUser, Password: n.sysPass, Account: sys}}
 		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
 		if opts.Cluster.Host == "" {
 			opts.Cluster.Host = host
@@ -115,7 +140,8 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		s.Shutdown()
 		return nil, errors.New("embedded: nats did not become ready in 30s")
 	}
-	return &NATS{s: s}, nil
+	n.s = s
+	return n, nil
 }
 
 // ClusterURL is the route URL other servers of its cluster reach it on,
@@ -157,4 +183,12 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("embedded: nats system user: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

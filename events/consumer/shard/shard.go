@@ -182,12 +182,23 @@ func (s *Sharder) bucket() string {
 // partition it holds (waiting for running reconciles) so others take them
 // over at once.
 func (s *Sharder) Run(ctx context.Context) error {
-	kv, err := s.cfg.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvc := jetstream.KeyValueConfig{
 		Bucket:      s.bucket(),
 		Description: "cairn: partition leases of " + s.cfg.Group,
 		TTL:         s.cfg.LeaseTTL,
 		History:     1,
-	})
+	}
+	// The replicas of a bucket that exists are kept: on servers joined
+	// into one cluster they follow its size (set by the servers), which a
+	// replica that starts must not set back to 1.
+	if old, err := s.cfg.JS.KeyValue(ctx, kvc.Bucket); err == nil {
+		if st, err := old.Status(ctx); err == nil {
+			if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+				kvc.Replicas = bs.StreamInfo().Config.Replicas
+			}
+		}
+	}
+	kv, err := s.cfg.JS.CreateOrUpdateKeyValue(ctx, kvc)
 	if err != nil {
 		return fmt.Errorf("shard: bucket %s: %w", s.bucket(), err)
 	}

@@ -125,6 +125,14 @@ const CACertsURL = "/cacerts"
 // JoinEndpointsURL is where nodes read the NATS URLs of the log.
 const JoinEndpointsURL = "/cairn/v1/endpoints"
 
+// ServerJoinURL is where a server that joins (cairn up --join) reads the
+// cluster's PKI and servers; ServerJoinGroup, the extra group of the
+// server token of cairn up --cluster-init, may read it.
+const (
+	ServerJoinURL   = "/cairn/v1/servers/join"
+	ServerJoinGroup = "system:bootstrappers:cairn:servers"
+)
+
 // The signers of kube's built-in CSR signers, and the subresources on
 // which the CSR approver checks who may ask for what (kube's
 // SubjectAccessReview-equivalent checks in pkg/controller/certificates/approver).
@@ -150,6 +158,7 @@ func BootstrapClusterRoles() []*rbacv1.ClusterRole {
 			rule(verbs("create"), groups(authorizationGroup), "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
 			rule(verbs("create"), groups(authenticationGroup), "selfsubjectreviews")),
 		clusterRole("system:public-info-viewer", nil, urls(verbs("get"), append(append([]string{}, healthURLs...), CACertsURL)...)),
+		clusterRole("cairn:server-join", nil, urls(verbs("get"), ServerJoinURL)),
 		clusterRole("system:node-bootstrapper", nil,
 			rule(verbs("create", "get", "list", "watch"), groups(certificatesGroup), "certificatesigningrequests")),
 		clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient", nil,
@@ -290,5 +299,6 @@ func BootstrapClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		binding("cairn:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
 			group(apiserver.GroupNodes), group(apiserver.GroupHollowNodes)),
 		binding("cairn:kube-proxy-autoapprove-bootstrap", "cairn:certificatesigningrequests:kubeproxyclient", group(groupBootstrappers)),
+		binding("cairn:server-join", "cairn:server-join", group(ServerJoinGroup)),
 	}
 }

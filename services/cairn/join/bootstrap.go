@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -14,9 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,7 +141,7 @@ func Join(ctx context.Context, b Bootstrap) (Credentials, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
-	caPEM, err := fetchCA(ctx, u, b.Token)
+	caPEM, err := jointoken.FetchCA(ctx, u+controlplane.CACertsPath, b.Token)
 	if err != nil {
 		return c, err
 	}
@@ -210,38 +207,6 @@ func haveAll(paths ...string) bool {
 		}
 	}
 	return true
-}
-
-// fetchCA reads the server's CA without trusting the server, and keeps it
-// only if the token names it.
-func fetchCA(ctx context.Context, server string, tok jointoken.Token) ([]byte, error) {
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // checked against the token's hash below
-		Timeout: 30 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+controlplane.CACertsPath, nil)
-	if err != nil {
-		return nil, fmt.Errorf("join: %w", err)
-	}
-	resp, err := insecure.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("join: fetch the server's CA: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("join: fetch the server's CA from %s: status %d", server+controlplane.CACertsPath, resp.StatusCode)
-	}
-	block, _ := pem.Decode(body)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, errors.New("join: the server's /cacerts holds no PEM certificate")
-	}
-	ca, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("join: the server's CA: %w", err)
-	}
-	if err := tok.VerifyCA(ca); err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(block), nil
 }
 
 // requestCertificate gets a certificate for subject from signer through

@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-dev/cairn/services/csi/hostpath"
 	"github.com/cairn-dev/cairn/services/embedded/endpoints"
 	"github.com/cairn-dev/cairn/services/pki"
+	"github.com/cairn-dev/cairn/services/pki/jointoken"
 	"github.com/cairn-dev/cairn/services/scheduler"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
@@ -217,6 +218,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		NodeAuthorizer: true,
 		Identity:       s.id,
 		NodeNetNS:      embeddedNodeNetNS(s.cfg, s.paths),
+		Cluster:        s.cfg.cluster,
 		OnReady:        s.rep.Ready,
 		Log:            s.log,
 	})
@@ -232,6 +234,14 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		return err
 	}
 	defer os.Remove(epPath)
+	if s.cfg.cluster != nil {
+		tok, err := ensureServerToken(ctx, s.paths, s.pki.CAPEM)
+		if err != nil {
+			return err
+		}
+		s.rep.Ready("cluster", fmt.Sprintf("server %s; others join with: cairn up --join https://%s --join-token %s (also in %s)",
+			s.cfg.cluster.Name, cp.Addr, tok, filepath.Join(s.paths.Root, jointoken.FileName)))
+	}
 	ready()
 	select {
 	case <-ctx.Done():

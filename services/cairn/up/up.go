@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/apiserver/kubeconfig"
+	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/pki"
 	"github.com/cairn-dev/cairn/services/supervisor"
 )
@@ -60,6 +61,14 @@ type Config struct {
 	// DNS is the cluster DNS and the node's resolver settings (see
 	// DNSConfig).
 	DNS DNSConfig
+	// ClusterInit starts the first server of a cluster that others join
+	// (cluster.go); Join, fetched by FetchJoin, joins one. ClusterPorts
+	// are the ports of its etcd and NATS on the host of Listen.
+	ClusterInit  bool
+	Join         *Join
+	ClusterPorts ClusterPorts
+
+	cluster *controlplane.Cluster
 }
 
 // Paths is the layout of a data directory. All fields are absolute.
@@ -149,6 +158,12 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 		return err
 	}
 	rep := NewReporter(out)
+	if cfg.Join != nil && !Clustered(paths.Root) {
+		if err := writeJoin(paths, cfg.Join); err != nil {
+			return err
+		}
+		rep.Ready("join", "PKI of the cluster at "+cfg.Join.Server+" written")
+	}
 	p, err := pki.Load(paths.PKI, append(hosts, cfg.Hosts...))
 	if err != nil {
 		return fmt.Errorf("up: %w", err)
@@ -162,6 +177,9 @@ func Run(ctx context.Context, log *slog.Logger, out io.Writer, cfg Config) error
 
 	id, err := ServerID(paths.ServerID)
 	if err != nil {
+		return err
+	}
+	if cfg.cluster, err = clusterConfig(cfg, paths, id); err != nil {
 		return err
 	}
 	svcs := services(cfg, paths, p, id, log, rep)
