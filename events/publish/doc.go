@@ -26,22 +26,26 @@
 //     revision, with previous values, and publishes each revision's events
 //     in order.
 //  3. Each publish carries Nats-Msg-Id (so a repeat within the duplicate
-//     window is dropped), the stream's expected last sequence and the
-//     expected Nats-Msg-Id of the last message (the event that must precede
-//     it on that stream). The publishes are pipelined (256 in flight): if
-//     one fails, every later one to that stream fails its checks too, so a
-//     stream never has a hole, and a message is only ever stored right
-//     after its true predecessor, even with two publishers at once. Before
+//     window is dropped) and the stream's expected last sequence, which the
+//     stream leader checks before it stores anything. The publishes are
+//     pipelined (256 in flight): if one fails, every later one to that
+//     stream fails its check too, so a stream never has a hole, and a
+//     message is only ever stored right after its predecessor, even with
+//     two publishers at once (both publish etcd's one history in one order
+//     under the same ids). No Nats-Expected-Last-Msg-Id: on a replicated
+//     stream nats-server checks it on each replica as it applies, and a
+//     replica that caught up from the leader fails that check and stops
+//     (see publishOpts). Before
 //     switching from one stream to the other the publisher waits for all
 //     acknowledgements, so the two streams together always hold a prefix of
 //     the changes in revision order.
 //  4. A publish without an answer (no acknowledgement in time, "no
 //     response from stream" while a stream elects a leader or gains
 //     replicas, a reconnect) has an unknown outcome. The publisher then
-//     publishes that message again, with the same Nats-Msg-Id and fences,
+//     publishes that message again, with the same Nats-Msg-Id and fence,
 //     until JetStream answers for it (within the duplicate window): the
-//     fences store it only after its predecessor, the id makes a second
-//     copy a duplicate, and where a fence fails it reads the message's place
+//     fence stores it only after its predecessor, the id makes a second
+//     copy a duplicate, and where the fence fails it reads the message's place
 //     from the stream leader to tell "stored by the lost attempt" from
 //     "another publisher was there". Acknowledgements are checked in
 //     publish order, so nothing after an unacknowledged message counts as

@@ -123,7 +123,6 @@ type pipeline struct {
 	ctx        context.Context // the term: retries stop when it ends
 	p          *Publisher
 	seq        map[string]uint64 // last sequence per stream, as the sender expects it
-	lastID     map[string]string // Nats-Msg-Id of the last message per stream, likewise
 	lastStream string
 
 	slots    chan struct{}
@@ -139,7 +138,6 @@ type flight struct {
 	m        *outMsg
 	fut      jetstream.PubAckFuture
 	wantSeq  uint64
-	prevID   string // the expected last Nats-Msg-Id of the stream
 	sent     time.Time
 	deadline time.Time
 	barrier  chan struct{}
@@ -150,7 +148,6 @@ func newPipeline(ctx context.Context, p *Publisher, tail events.LogEnd) *pipelin
 		ctx:      ctx,
 		p:        p,
 		seq:      map[string]uint64{},
-		lastID:   map[string]string{},
 		slots:    make(chan struct{}, p.cfg.MaxInFlight),
 		inflight: make(chan flight, p.cfg.MaxInFlight+1),
 		done:     make(chan struct{}),
@@ -158,7 +155,6 @@ func newPipeline(ctx context.Context, p *Publisher, tail events.LogEnd) *pipelin
 	}
 	for name, st := range tail.Streams {
 		pl.seq[name] = st.Seq
-		pl.lastID[name] = st.ID
 	}
 	go pl.ack()
 	return pl
@@ -197,9 +193,7 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 		return ctx.Err()
 	}
 	prev := pl.seq[m.stream]
-	id := m.pos.MsgID()
-	prevID := pl.lastID[m.stream]
-	fut, err := pl.p.js.PublishMsgAsync(m.msg, publishOpts(m, prev, prevID)...)
+	fut, err := pl.p.js.PublishMsgAsync(m.msg, publishOpts(m, prev)...)
 	if err != nil {
 		<-pl.slots
 		err = fmt.Errorf("publish: publish revision %s: %w", m.pos.MsgID(), err)
@@ -207,26 +201,37 @@ func (pl *pipeline) send(ctx context.Context, m *outMsg) error {
 		return err
 	}
 	pl.seq[m.stream] = prev + 1
-	pl.lastID[m.stream] = id
 	pl.lastStream = m.stream
 	now := time.Now()
-	pl.inflight <- flight{m: m, fut: fut, wantSeq: prev + 1, prevID: prevID, sent: now, deadline: now.Add(pl.p.cfg.AckTimeout)}
+	pl.inflight <- flight{m: m, fut: fut, wantSeq: prev + 1, sent: now, deadline: now.Add(pl.p.cfg.AckTimeout)}
 	return nil
 }
 
 // publishOpts are the options of every publish of m, the first and every
-// retry alike: its id, and two fences, the stream's last sequence and the id
-// of the message that must precede this one. The sequence alone is not
-// enough with two publishers (a deposed leader still publishing): after one
-// of a publisher's pipelined messages fails, a later one can match again
-// once the other publisher has appended as many messages. The
-// predecessor's id only matches where the message belongs.
-func publishOpts(m *outMsg, prevSeq uint64, prevID string) []jetstream.PublishOpt {
+// retry alike: its id and the fence, the stream's expected last sequence.
+// A stream leader checks the fence before it proposes the message to the
+// replicas, and refuses it with "wrong last sequence" when the stream has
+// moved on, so a message is stored only right after the message the
+// publisher put before it. With two publishers at once (a deposed leader
+// still publishing) that is still the right place: both publish the same
+// history of etcd in the same order under the same ids, so whatever one of
+// them stored at a sequence is what the other would have stored there
+// (TestPublisherSplitBrain).
+//
+// The publisher sends no Nats-Expected-Last-Msg-Id. On a replicated stream
+// nats-server (v2.15.2) does not check that header at the leader but on
+// every replica as it applies the message, against the replica's own idea
+// of its last message id, which a replica that caught up from the leader
+// (a new replica after the stream was scaled up, one that fell behind) does
+// not have: it finds a mismatch, takes it as a critical write error and
+// stops applying; with two such replicas of three the stream has a leader
+// and no quorum and accepts nothing until the servers restart
+// (TestPublishWhileStreamsScale).
+func publishOpts(m *outMsg, prevSeq uint64) []jetstream.PublishOpt {
 	return []jetstream.PublishOpt{
 		jetstream.WithMsgID(m.pos.MsgID()),
 		jetstream.WithExpectStream(m.stream),
 		jetstream.WithExpectLastSequence(prevSeq),
-		jetstream.WithExpectLastMsgID(prevID),
 	}
 }
 

@@ -16,16 +16,12 @@ import (
 // from stream" while the stream elects a leader or gains replicas, a
 // reconnect) has an unknown outcome: the message may be stored or not.
 // The pipeline then publishes the same message again, with the same
-// Nats-Msg-Id and the same two fences, until JetStream answers for it.
-// That is safe whatever happened to the first attempt: the fences store it
+// Nats-Msg-Id and the same fence, until JetStream answers for it.
+// That is safe whatever happened to the first attempt: the fence stores it
 // only right after its predecessor, and the id makes a second copy a
 // duplicate within events.DuplicateWindow. Nothing later is counted as
 // published (LastPublished, the compactor's bound) before it is
 // acknowledged, because acknowledgements are checked in publish order.
-
-// errCodeWrongLastMsgID is JetStream's "wrong last msg ID" (nats.go has no
-// name for it).
-const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
 
 // retryBackoff bounds the pause between two attempts.
 const retryBackoff = time.Second
@@ -46,7 +42,7 @@ func (pl *pipeline) retry(f flight, first error) error {
 		case retryNever:
 			return last
 		case retryCheck:
-			// Wrong last sequence or id: either a predecessor was not stored
+			// Wrong last sequence: either a predecessor was not stored
 			// (then every later publish failed too, and this one is retried
 			// now that the predecessor is), or this very message was stored
 			// by an attempt whose answer was lost (an R1 stream checks the
@@ -82,7 +78,7 @@ func (pl *pipeline) retry(f flight, first error) error {
 			"revision", id, "stream", f.m.stream, "seq", f.wantSeq, "attempt", attempt, "err", last)
 		pl.p.metrics.retries.Inc()
 		actx, cancel := context.WithTimeout(ctx, pl.p.cfg.AckTimeout)
-		ack, err := pl.p.js.PublishMsg(actx, f.m.msg, publishOpts(f.m, f.wantSeq-1, f.prevID)...)
+		ack, err := pl.p.js.PublishMsg(actx, f.m.msg, publishOpts(f.m, f.wantSeq-1)...)
 		cancel()
 		if err == nil {
 			return checkAck(f, ack)
@@ -109,8 +105,7 @@ func retryable(err error) retryKind {
 	}
 	switch {
 	case ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence,
-		ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant,
-		ae.ErrorCode == errCodeWrongLastMsgID:
+		ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 		return retryCheck
 	case ae.Code >= 500:
 		// No leader, cluster unavailable: nothing was stored.

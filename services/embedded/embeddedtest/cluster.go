@@ -2,9 +2,11 @@ package embeddedtest
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/logger"
 	"github.com/nats-io/nats.go"
 
 	"github.com/cairn-dev/cairn/services/embedded"
@@ -20,7 +22,8 @@ type NATSCluster struct {
 // StartNATSCluster starts n clustered NATS servers with JetStream (names
 // n1..nN, cluster "cairn-test"), each in its own t.TempDir(), the others
 // routed to the first, and waits until JetStream has a meta leader with
-// all n peers. It stops them with t.Cleanup.
+// all n peers. It stops them with t.Cleanup. With CAIRN_TEST_NATS_LOG set
+// the servers log to stderr.
 func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 	t.Helper()
 	c := &NATSCluster{}
@@ -32,6 +35,11 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 			t.Fatalf("start nats %d: %v", i+1, err)
 		}
 		t.Cleanup(s.Close)
+		if os.Getenv("CAIRN_TEST_NATS_LOG") != "" {
+			// nats-server's own log, prefixed with the server's name: what a
+			// stream's replicas did (catchups, apply errors, elections).
+			s.Server().SetLogger(logger.NewTestLogger(fmt.Sprintf("[n%d] ", i+1), true), false, false)
+		}
 		if i == 0 {
 			routes = []string{s.ClusterURL()}
 		}
