@@ -8,6 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events/consumer/consumertest"
@@ -49,6 +52,7 @@ func TestTypeChecking(t *testing.T) {
 	controlplanetest.RunSynced(t, m)
 	ctx := context.Background()
 	policies := env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	establishKilns(t, env)
 	configMaps := &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
 	tests := []struct {
 		name   string
@@ -80,6 +84,16 @@ func TestTypeChecking(t *testing.T) {
 				admissionregistrationv1.Validation{Expression: "params.dataz.max == 'x'"}),
 			want: []admissionregistrationv1.ExpressionWarning{{FieldRef: "spec.validations[1].expression",
 				Warning: "/v1, Kind=ConfigMap: ERROR: <input>:1:7: undefined field 'dataz'"}},
+		},
+		{
+			// A custom resource: its schema from the CRD, served once the
+			// CRD is (the mapper rediscovers on a miss).
+			name: "custom resource",
+			policy: policy("kiln", "pottery.example.com", "v1", "kilns", nil,
+				admissionregistrationv1.Validation{Expression: "object.spec.size <= 10"},
+				admissionregistrationv1.Validation{Expression: "object.spec.sizez <= 10"}),
+			want: []admissionregistrationv1.ExpressionWarning{{FieldRef: "spec.validations[1].expression",
+				Warning: "pottery.example.com/v1, Kind=Kiln: ERROR: <input>:1:12: undefined field 'sizez'"}},
 		},
 		{
 			// kube gives up on wildcards: nothing to check against.
@@ -160,4 +174,31 @@ func managers(p *admissionregistrationv1.ValidatingAdmissionPolicy) string {
 		s = append(s, f.Manager+"/"+f.Subresource)
 	}
 	return strings.Join(s, ",")
+}
+
+// establishKilns creates the CRD of pottery.example.com/v1 Kilns (spec.size
+// an integer) and waits until it is Established.
+func establishKilns(t *testing.T, env *controlplanetest.Env) {
+	t.Helper()
+	crds := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "kilns.pottery.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "pottery.example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "kilns", Singular: "kiln", Kind: "Kiln", ListKind: "KilnList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+					}}}}},
+		},
+	}
+	ctx := context.Background()
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controlplanetest.Eventually(t, 30*time.Second, "CRD established", func() bool {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		return err == nil && apihelpers.IsCRDConditionTrue(got, apiextensionsv1.Established)
+	})
 }
