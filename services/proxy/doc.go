@@ -231,7 +231,7 @@
 // in one table and 5.3-9.0x in shards: the shards cut it 4-5x at 10,000
 // Services but it is not flat. The kernel's share grows 3-5x (6-10 to 29
 // ms); the rest of the growth (3 to 37-50 ms outside system time) is not
-// yet explained. Through nft (run 1) a change cost 240 ms at 1,000 and
+// yet explained (wall time at that load includes waiting for a CPU). Through nft (run 1) a change cost 240 ms at 1,000 and
 // 28.2 s at 10,000 Services (nft dumps all 20 tables), 350x the netlink
 // p50.
 //
