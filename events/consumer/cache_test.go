@@ -189,6 +189,44 @@ func TestCacheNode(t *testing.T) {
 	}
 }
 
+// TestCacheNamed: a cache of one name holds that object alone, from the
+// snapshot (a field selector) and from the log (the name token).
+func TestCacheNamed(t *testing.T) {
+	env := controlplanetest.Start(t)
+	ctx := testCtx(t, 30*time.Second)
+	nodes := env.Client.CoreV1().Nodes()
+	for _, name := range []string{"node-1", "node-2"} {
+		if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewCache(CacheConfig[*corev1.Node]{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Name: "node-1", Config: env.Config, JS: env.JS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"node-2", "node-1"} {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels = map[string]string{"zone": "a"}
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "node-1 relabelled", func() bool { n, ok := c.Get("", "node-1"); return ok && n.Labels["zone"] == "a" })
+	if got := c.List(nil); len(got) != 1 || got[0].Name != "node-1" {
+		t.Errorf("the cache of node-1 holds %d objects: %v", len(got), got)
+	}
+	if st := c.Stats(); st.Delivered != 1 {
+		t.Errorf("%d events delivered, want node-1's update alone", st.Delivered)
+	}
+}
+
 // TestCacheRelist stops a cache, changes objects and purges the log behind
 // it: the resumed cache finds its position gone (events.ErrTooOld), takes a
 // new snapshot and reports the difference.

@@ -215,16 +215,34 @@
 //	10,000    one table            728 ms / 2.46 s    236 ms       8m54s
 //	10,000    shards (20 tables)   102 / 273 ms       28.8 ms      4m29s
 //
-// At 10x the Services a change's p50 is 7.0x in one table and 0.90x in
-// shards (flat); the kernel time per change still grows 2.9x (10 to 29
-// ms), less than the wall time's noise at that load.
+// At 10x the Services a change's p50 was 7.0x in one table and 0.90x in
+// shards; the kernel time per change still grew 2.9x (10 to 29 ms), less
+// than the wall time's noise at that load. At a lower load (15-25, and
+// 4-24 for the second run, with the traffic-policy rules and the firewall
+// base chains), the same test measured:
+//
+//	Services  layout               p50 / p99 (run 1)   run 2             system time
+//	1,000     one table            23.5 / 59.6 ms      22.6 / 159 ms     13.6 / 19.2 ms
+//	1,000     shards (2 tables)    8.9 / 39.5 ms       12.5 / 21.7 ms    6.3 / 9.8 ms
+//	10,000    one table            305 / 537 ms        318 / 935 ms      233 / 238 ms
+//	10,000    shards (20 tables)   80.1 / 243 ms       66.0 / 189 ms     30.2 / 29.2 ms
+//
+// so with the machine quieter a change's p50 at 10x the Services is 13-14x
+// in one table and 5.3-9.0x in shards: the shards cut it 4-5x at 10,000
+// Services but it is not flat. The kernel's share grows 3-5x (6-10 to 29
+// ms); the rest of the growth (3 to 37-50 ms outside system time) is not
+// yet explained (wall time at that load includes waiting for a CPU). Through nft (run 1) a change cost 240 ms at 1,000 and
+// 28.2 s at 10,000 Services (nft dumps all 20 tables), 350x the netlink
+// p50.
 //
 // BenchmarkProxy measured the whole path, 1,000 Services x 10 endpoints
 // written through a real apiserver, a node's proxy in a namespace: all
 // programmed 2.9 s after the proxy started; an EndpointSlice update sent
 // to the apiserver to the changed rule live in the kernel (read back over
 // netlink) p50 63 ms, p99 155 ms; a full rewrite (a restarted proxy taking
-// the table over) 6.8 s, 107x a change's p50.
+// the table over) 6.8 s, 107x a change's p50. Later runs: 4.29 s, p50/p99
+// 8.4/55 ms, rewrite 3.23 s (387x), load 15-20; with the traffic-policy
+// rules 3.25 s, 13.7/41.8 ms, rewrite 6.60 s (482x), load 4-11.
 //
 // # Not yet done
 //

@@ -131,18 +131,19 @@ func (p *Proxier) SetService(svc *v1.Service) {
 // SetNodeLabels records the labels of the proxy's node: its zone picks
 // the endpoints hinted for it (topology-aware hints). A change of zone
 // recomputes every Service at the next Sync (only those whose rules
-// change are written).
-func (p *Proxier) SetNodeLabels(labels map[string]string) {
+// change are written). It says whether the zone changed.
+func (p *Proxier) SetNodeLabels(labels map[string]string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	zone := labels[v1.LabelTopologyZone]
 	if zone == p.zone {
-		return
+		return false
 	}
 	p.zone = zone
 	for key := range p.services {
 		p.dirty[key] = true
 	}
+	return true
 }
 
 // env is what the rules depend on; p.mu is held.

@@ -95,10 +95,16 @@ func NewProxy(m *consumer.Manager, nft NFT, opts Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: node cache: %w", err)
 		}
+		// The Node's status changes often; only a new zone is a change.
+		labels := func(l map[string]string) {
+			if px.proxier.SetNodeLabels(l) {
+				px.poke()
+			}
+		}
 		px.nodes.AddHandler(consumer.Handler[*v1.Node]{
-			OnAdd:    func(n *v1.Node, _ *events.Event) { px.proxier.SetNodeLabels(n.Labels); px.poke() },
-			OnUpdate: func(_, n *v1.Node, _ *events.Event) { px.proxier.SetNodeLabels(n.Labels); px.poke() },
-			OnDelete: func(*v1.Node, *events.Event) { px.proxier.SetNodeLabels(nil); px.poke() },
+			OnAdd:    func(n *v1.Node, _ *events.Event) { labels(n.Labels) },
+			OnUpdate: func(_, n *v1.Node, _ *events.Event) { labels(n.Labels) },
+			OnDelete: func(*v1.Node, *events.Event) { labels(nil) },
 		})
 	}
 	if opts.HealthChecks {
