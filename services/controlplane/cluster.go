@@ -135,8 +135,11 @@ func (cp *ControlPlane) clusterNATS(ctx context.Context, cfg Config, dir string)
 	} else if err != nil {
 		return embedded.NATSConfig{}, err
 	}
+	routes := routesOf(servers, c.Name)
+	// The first server of a new cluster serves JetStream alone.
+	first := c.Join == nil && len(routes) == 0
 	return embedded.NATSConfig{StoreDir: dir, Host: host, Port: port, Name: c.Name,
-		Cluster: embedded.NATSCluster{Name: ClusterName, Host: chost, Port: cport, Routes: routesOf(servers, c.Name)}}, nil
+		Cluster: embedded.NATSCluster{Name: ClusterName, Host: chost, Port: cport, Routes: routes, Bootstrap: first}}, nil
 }
 
 // awaitMeta waits until JetStream's meta group has a leader, so that the

@@ -44,6 +44,9 @@ type NATSCluster struct {
 	// server of a cluster) routes to itself: clustered JetStream needs a
 	// route configured.
 	Routes []string
+	// Bootstrap makes a new cluster's first server serve JetStream alone
+	// (see startMetaAlone); ignored once its store holds the meta group.
+	Bootstrap bool
 }
 
 // MaxPayload is the largest message cairn publishes: an event carrying a
@@ -89,7 +92,15 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		NoLog:  true,
 	}
 	n := &NATS{}
+	alone := false
 	if c := cfg.Cluster; c.Name != "" {
+		if c.Bootstrap {
+			fresh, err := bootstrapMeta(cfg.StoreDir, name)
+			if err != nil {
+				return nil, err
+			}
+			alone = fresh
+		}
 		// A user of the system account, for JSApiRemoveServer. With only
 		// the global and the system account configured and no
 		// authorization block, nats-server keeps clients without
@@ -141,6 +152,12 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 		return nil, errors.New("embedded: nats did not become ready in 30s")
 	}
 	n.s = s
+	if alone {
+		if err := startMetaAlone(n, opts.Cluster.Name, opts.Cluster.Host); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

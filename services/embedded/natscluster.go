@@ -2,9 +2,14 @@ package embedded
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -105,4 +110,73 @@ func (n *NATS) RemovePeer(ctx context.Context, name string) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// A new cluster's first server serves JetStream alone, as etcd's first
+// member does. nats-server does not do that by itself: it bootstraps a
+// new meta group expecting at least two peers (raft.go's
+// bootstrapRaftNode), and a raft group starts its run loop only once the
+// server has a route, leaf or gateway connection (raft.go's run). So the
+// first start of a cluster's first server (NATSCluster.Bootstrap, a store
+// without a meta group) writes the meta group's peer state with itself as
+// the only peer (cluster size 1), and routes a helper server (no
+// JetStream, so never a peer) to it until the meta group has elected it;
+// then the helper stops. Servers that join later are added to the group
+// by its leader as to any other cluster. The peer state layout is
+// nats-server v2.15's (peers.idx: cluster size, peer count, node ids,
+// extension state); TestNATSBootstrapAlone covers it.
+
+func bootstrapMeta(storeDir, name string) (fresh bool, err error) {
+	dir := filepath.Join(storeDir, server.JetStreamStoreDir, sysAccount, "_js_", "_meta_")
+	if _, err := os.Stat(dir); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return false, fmt.Errorf("embedded: nats meta group: %w", err)
+	}
+	buf := make([]byte, 4+4+nodeIDLen+2)
+	binary.LittleEndian.PutUint32(buf[0:], 1)
+	binary.LittleEndian.PutUint32(buf[4:], 1)
+	copy(buf[8:], nodeID(name))
+	if err := os.WriteFile(filepath.Join(dir, "peers.idx"), buf, 0o640); err != nil {
+		return false, fmt.Errorf("embedded: nats meta group: %w", err)
+	}
+	return true, nil
+}
+
+// startMetaAlone routes a helper server to n until n's meta group has a
+// leader (itself), then stops the helper.
+func startMetaAlone(n *NATS, clusterName, host string) error {
+	route, err := url.Parse(n.ClusterURL())
+	if err != nil {
+		return fmt.Errorf("embedded: nats bootstrap: %w", err)
+	}
+	h, err := server.NewServer(&server.Options{ServerName: n.s.Name() + "-bootstrap", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: clusterName, Host: host, Port: -1}, Routes: []*url.URL{route}})
+	if err != nil {
+		return fmt.Errorf("embedded: nats bootstrap helper: %w", err)
+	}
+	go h.Start()
+	defer func() { h.Shutdown(); h.WaitForShutdown() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, err := n.Meta(); err == nil && m.Leader != "" {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("embedded: nats bootstrap: no JetStream meta leader in 60s")
+}
+
+const nodeIDLen = 8
+
+// nodeID is nats-server's raft node id of the server name (getHash).
+func nodeID(name string) string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	b := sha256.Sum256([]byte(name))
+	out := make([]byte, nodeIDLen)
+	for i := range out {
+		out[i] = digits[int(b[i]%62)]
+	}
+	return string(out)
 }
