@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,7 +77,11 @@ func StreamConfigs(cfg StreamConfig) []jetstream.StreamConfig {
 
 // EnsureStreams creates the two streams, or updates them to the current
 // configuration. It is idempotent and safe to call from every process that
-// starts.
+// starts, also from several servers of one NATS cluster at once: a stream
+// that already has the configuration is left alone (no update request: on
+// a cluster whose meta leader is still placing a stream another server
+// just created, nats-server may leave an update of it unanswered), each
+// request is bounded by ensureTimeout and tried again while ctx lasts.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	for _, sc := range StreamConfigs(cfg) {
 		if cfg.KeepReplicas {
@@ -86,11 +91,69 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 				return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 			}
 		}
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := ensureStream(ctx, js, sc); err != nil {
 			return fmt.Errorf("events: ensure stream %s: %w", sc.Name, err)
 		}
 	}
 	return nil
+}
+
+// ensureTimeout bounds one request of EnsureStreams.
+const ensureTimeout = 10 * time.Second
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, ensureTimeout)
+		err := ensureStreamOnce(actx, js, sc)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		var ae *jetstream.APIError
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || (errors.As(err, &ae) && ae.Code >= 500)
+		if !retry {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, sc)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if sameStreamConfig(s.CachedInfo().Config, sc) {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, sc)
+	return err
+}
+
+// sameStreamConfig tells whether the stream's configuration (as the server
+// reports it, with its defaults filled in) has what want sets.
+func sameStreamConfig(got, want jetstream.StreamConfig) bool {
+	limit := func(v int64) int64 { // 0 and -1 both mean no limit
+		if v <= 0 {
+			return -1
+		}
+		return v
+	}
+	return slices.Equal(got.Subjects, want.Subjects) && got.Description == want.Description &&
+		got.Storage == want.Storage && got.Retention == want.Retention && got.Discard == want.Discard &&
+		limit(got.MaxMsgs) == limit(want.MaxMsgs) && limit(got.MaxBytes) == limit(want.MaxBytes) &&
+		limit(got.MaxMsgsPerSubject) == limit(want.MaxMsgsPerSubject) && got.MaxAge == want.MaxAge &&
+		got.Duplicates == want.Duplicates && got.MaxMsgSize == want.MaxMsgSize &&
+		got.AllowDirect == want.AllowDirect && got.DenyDelete == want.DenyDelete && got.Replicas == want.Replicas
 }
 
 // StreamEnd is the last message of one stream.
