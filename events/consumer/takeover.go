@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
-	"github.com/cairn-dev/cairn/events/consumer/shard"
 )
 
 // markerNamespace holds the catch-up marker Leases.
@@ -90,7 +89,7 @@ func (c *catchUp) mark(ctx context.Context) (events.Revision, error) {
 	holder := c.m.sharder.Identity()
 	ttl := c.ttl
 	if ttl <= 0 {
-		ttl = shard.DefaultLeaseTTL
+		ttl = 6 * time.Second
 	}
 	secs := int32(ttl / time.Second)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
