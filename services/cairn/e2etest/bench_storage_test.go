@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controllers/manager"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
 	"github.com/cairn-dev/cairn/services/csi/hostpath"
@@ -220,22 +218,12 @@ func runPods(b *testing.B, client kubernetes.Interface, prefix string, n int, wi
 // claims/s and the p50/p99 pod start-up (creation to first seen Running
 // by a 100 ms poll) with a volume against without.
 func BenchmarkStorageRealNode(b *testing.B) {
-	kubectl := requireNode(b)
 	want := envInt("BENCH_STORAGE_REAL_PODS", 100)
-	bin := cairntest.Build(b)
-	c := startCluster(b, bin, kubectl, b.TempDir(), cairntest.FreeAddr(b))
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Up.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, client := startRealNodeBench(b)
 	ctx := context.Background()
-	n := min(want, realNodeRoom(b, client))
-	b.Logf("%d pods per set on the real node (asked for %d; the node has room for %d)", n, want, realNodeRoom(b, client))
+	room := realNodeRoom(b, client)
+	n := min(want, room)
+	b.Logf("%d pods per set on the real node (asked for %d; the node has room for %d)", n, want, room)
 	poll(b, podWait, "the default StorageClass", func() error {
 		_, err := client.StorageV1().StorageClasses().Get(ctx, "standard", metav1.GetOptions{})
 		return err

@@ -37,19 +37,8 @@ import (
 // status (both seen by this process, so neither clock skew nor the
 // one-second creationTimestamp blurs it). BENCH_REAL_PODS changes the count.
 func BenchmarkKubeletRealNode(b *testing.B) {
-	kubectl := requireNode(b)
 	n := envInt("BENCH_REAL_PODS", 30)
-	bin := cairntest.Build(b)
-	c := startCluster(b, bin, kubectl, b.TempDir(), cairntest.FreeAddr(b))
-	rc, err := clientcmd.BuildConfigFromFlags("", c.Up.Kubeconfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, client := startRealNodeBench(b)
 	ctx := context.Background()
 	var all []time.Duration
 	b.ResetTimer()
@@ -377,4 +366,23 @@ func loadavg() string {
 		}
 	}
 	return f
+}
+
+// startRealNodeBench starts a cairn up with its real node for a benchmark
+// and a client of it without client-side rate limits (QPS and burst 1000).
+func startRealNodeBench(b *testing.B) (*cluster, kubernetes.Interface) {
+	b.Helper()
+	kubectl := requireNode(b)
+	bin := cairntest.Build(b)
+	c := startCluster(b, bin, kubectl, b.TempDir(), cairntest.FreeAddr(b))
+	rc, err := clientcmd.BuildConfigFromFlags("", c.Up.Kubeconfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 1000, 1000
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, client
 }
