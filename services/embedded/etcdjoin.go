@@ -130,7 +130,20 @@ func (e *Etcd) PromoteSelf(ctx context.Context) error {
 		return fmt.Errorf("embedded: promote etcd learner: %w", err)
 	}
 	defer cli.Close()
-	return PromoteEtcd(ctx, cli, uint64(srv.MemberID()))
+	if err := PromoteEtcd(ctx, cli, uint64(srv.MemberID())); err != nil {
+		return err
+	}
+	// The promotion is committed once the leader answers, but this member
+	// serves clients only once it has applied it itself: until then every
+	// request to it is refused with "rpc not supported for learner".
+	for srv.IsLearner() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: promote etcd learner: promoted, but not yet applied here: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // ErrNoEtcdMember means no etcd member has the name given.

@@ -15,7 +15,8 @@ import (
 
 // TestEtcdJoinAsLearner grows a one-member cluster to three the way a
 // joining server does: each newcomer is added as a learner, starts on the
-// initial cluster JoinEtcd returns and is promoted once caught up. Then
+// initial cluster JoinEtcd returns and is promoted once caught up (the
+// last by PromoteSelf, after which it serves writes at once). Then
 // every member votes, and a write through the first is read through the
 // last.
 func TestEtcdJoinAsLearner(t *testing.T) {
@@ -41,8 +42,21 @@ func TestEtcdJoinAsLearner(t *testing.T) {
 			t.Fatalf("member %s not added as a learner: %+v", name, ml.Members)
 		}
 		last = startMemberAt(t, ctx, name, initial, peer)
-		if err := embedded.PromoteEtcd(ctx, cli, id); err != nil {
+		if name == "b" {
+			if err := embedded.PromoteEtcd(ctx, cli, id); err != nil {
+				t.Fatalf("promote %s: %v", name, err)
+			}
+			continue
+		}
+		// As a joining server does: it promotes itself and then writes
+		// through its own member at once, which etcd refuses ("rpc not
+		// supported for learner") until the member has applied its
+		// promotion.
+		if err := last.PromoteSelf(ctx); err != nil {
 			t.Fatalf("promote %s: %v", name, err)
+		}
+		if _, err := client(t, last.Endpoint()).Put(ctx, "/promoted", name); err != nil {
+			t.Fatalf("write through %s right after its promotion: %v", name, err)
 		}
 	}
 	ml, err := cli.MemberList(ctx)
