@@ -108,8 +108,9 @@ func (c *Controller) reconcile(ctx context.Context, req consumer.Request) (consu
 	if want.Cmp(have) <= 0 {
 		return consumer.Result{}, nil
 	}
-	if pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimNodeResizePending {
-		return consumer.Result{}, nil // the kubelet's turn
+	switch pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] {
+	case corev1.PersistentVolumeClaimNodeResizePending, corev1.PersistentVolumeClaimNodeResizeInProgress:
+		return consumer.Result{}, nil // the kubelet's turn (external-resizer's expandAndRecover)
 	}
 	pv, ok := c.volumes.Get("", pvc.Spec.VolumeName)
 	if !ok || pv.Spec.CSI == nil || !c.pool.Has(pv.Spec.CSI.Driver) || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {

@@ -462,7 +462,9 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 		return nil, err
 	}
 	if size <= v.Size {
-		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.Size}, nil
+		// A repeated call (the resizer retrying after its write of the
+		// volume lost a conflict) still owes the node its expansion.
+		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.Size, NodeExpansionRequired: v.nodeSize() < v.Size}, nil
 	}
 	if err := d.reserve(size, size-v.Size); err != nil {
 		return nil, err

@@ -237,14 +237,19 @@ func TestExpand(t *testing.T) {
 		}
 		return st.GetUsage()[0].GetTotal()
 	}
-	exp, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}})
-	if err != nil || exp.GetCapacityBytes() != 30<<20 || !exp.GetNodeExpansionRequired() {
-		t.Fatalf("ControllerExpandVolume = %v, %v; want 30Mi with node expansion required", exp, err)
+	expand := func(node bool) {
+		t.Helper()
+		exp, err := c.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}})
+		if err != nil || exp.GetCapacityBytes() != 30<<20 || exp.GetNodeExpansionRequired() != node {
+			t.Fatalf("ControllerExpandVolume = %v, %v; want 30Mi with node expansion required %v", exp, err, node)
+		}
 	}
+	expand(true)
+	expand(true) // a retry still owes the node its expansion
 	if got := total(); got != 10<<20 {
 		t.Fatalf("size on the node before NodeExpandVolume = %d, want %d", got, 10<<20)
 	}
-	_, err = c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 40 << 20}})
+	_, err := c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 40 << 20}})
 	wantCode(t, err, codes.OutOfRange)
 	_, err = c.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumePath: filepath.Join(dir, "elsewhere"), CapacityRange: &csi.CapacityRange{RequiredBytes: 30 << 20}})
 	wantCode(t, err, codes.NotFound)
@@ -257,6 +262,7 @@ func TestExpand(t *testing.T) {
 	if got := total(); got != 30<<20 {
 		t.Errorf("size on the node after NodeExpandVolume = %d, want %d", got, 30<<20)
 	}
+	expand(false) // once the node has grown, nothing is owed
 	if _, err := c.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: target}); err != nil {
 		t.Fatal(err)
 	}
