@@ -21,8 +21,9 @@ import (
 // process spent per change (the kernel's commit), in the same run for the
 // Services in one table (the layout before shards) and in shards; then,
 // sharded, the same changes through nft and a full rewrite (skipped with
-// CAIRN_PROXY_COST_NFT=0). Set CAIRN_PROXY_COST to a comma-separated list
-// of N (e.g. 1000,10000); skipped otherwise.
+// CAIRN_PROXY_COST_NFT=0; CAIRN_PROXY_COST_LAYOUT="shards" or "one table"
+// measures only that layout). Set CAIRN_PROXY_COST to a comma-separated
+// list of N (e.g. 1000,10000); skipped otherwise.
 func TestSyncCost(t *testing.T) {
 	if os.Getenv("CAIRN_PROXY_COST") == "" {
 		t.Skip("set CAIRN_PROXY_COST=1000,10000 to measure")
@@ -44,6 +45,9 @@ func syncCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range []layout{{"one table", n + 1}, {"shards", 0}} {
+			if only := os.Getenv("CAIRN_PROXY_COST_LAYOUT"); only != "" && only != l.name {
+				continue
+			}
 			deleteProxyTables(t)
 			nft, err := NewNFT("")
 			if err != nil {

@@ -83,8 +83,9 @@
 // size follows the change, not the number of Services. The first Sync, and the one after a failure
 // or Resync, is full: it writes the fixed objects, empties the maps, writes
 // every Service, and deletes chains and sets of the table nobody wants; so a
-// restarted proxy takes over its predecessor's table in one atomic step,
-// with no moment where traffic is unproxied.
+// restarted proxy takes over each of its predecessor's tables in one
+// atomic step (a transaction per shard table, see Shards), with no moment
+// where traffic is unproxied.
 //
 // # Shards
 //
@@ -114,9 +115,11 @@
 // new shard's table and base objects are written through nft first, then
 // one netlink batch deletes the moving Services from their old tables,
 // adds them to the new ones and deletes the tables of shards that go. A
-// full Sync writes every shard in one nft transaction and deletes the
-// proxy's tables beyond them (found over netlink, as are the stale chains
-// and sets of each shard).
+// full Sync writes each shard in an nft transaction of its own, from the
+// last to the first, and then deletes the proxy's tables beyond them
+// (found over netlink, as are the stale chains and sets of each shard):
+// a Service that moves is in its new table before its old one drops it.
+// One transaction for all shards cost the square of the Services (Cost).
 //
 // # Following the log
 //
@@ -184,7 +187,13 @@
 // TestTrafficNetlink sends connections through rules written that way.
 // (nft prints the keys of a netlink-written numgen map byte-swapped:
 // google/nftables marks anonymous sets big-endian; the kernel compares them
-// right.) Full Syncs, the first and a restart's, stay one nft transaction.
+// right.) Full Syncs, the first and a restart's, stay nft transactions,
+// one per shard table: the kernel walks its whole transaction list for
+// every anonymous map a rule binds (__nft_set_trans_bind; every Service's
+// numgen vmap is one), so a transaction of all Services costs the square
+// of their number: with perf, 92% of a 10,000-Service full Sync in one
+// transaction was that function (program all 5m12s). One transaction per
+// shard of 500 cut it to 48 s (1,000 Services: 3.8 to 2.0 s).
 //
 // TestSyncCost (go tool task bench:proxy; CAIRN_PROXY_COST=1000,10000,
 // real nft 1.0.6 and kernel 6.18 in a namespace of its own, the shared
@@ -230,10 +239,31 @@
 // so with the machine quieter a change's p50 at 10x the Services is 13-14x
 // in one table and 5.3-9.0x in shards: the shards cut it 4-5x at 10,000
 // Services but it is not flat. The kernel's share grows 3-5x (6-10 to 29
-// ms); the rest of the growth (3 to 37-50 ms outside system time) is not
-// yet explained (wall time at that load includes waiting for a CPU). Through nft (run 1) a change cost 240 ms at 1,000 and
-// 28.2 s at 10,000 Services (nft dumps all 20 tables), 350x the netlink
-// p50.
+// ms); the rest of the growth (3 to 37-50 ms outside system time) is
+// mostly waiting for a CPU at that load. Through nft (run 1) a change cost
+// 240 ms at 1,000 and 28.2 s at 10,000 Services (nft dumps all 20
+// tables), 350x the netlink p50.
+//
+// What grows in the kernel is found with perf (perf record -g on the test
+// process during the 50 changes, CAIRN_PROXY_COST_LAYOUT=shards): at 1,000
+// Services the commit's time is mostly table validation
+// (nft_chain_validate, nft_setelem_validate), nf_tables_commit's own time
+// a seventh of it; at 10,000 Services nf_tables_commit's own time is 55% of
+// the samples, against 21% for nft_chain_validate. That is the commit's
+// step 2, which visits every chain of every table in the namespace
+// (nf_tables_commit_chain on each) whatever the batch touched: it grows
+// with the number of chains, about 11 per Service of 10 endpoints (the
+// service chain and one per endpoint, as in kube-proxy's nftables mode),
+// so 110,000 at 10,000 Services. No layout of tables avoids it; fewer
+// chains would (endpoint chains folded into maps: a dnat map keyed by the
+// numgen value, the hairpin check as one set of address pairs), which is
+// not done. Same run, same binary (load 8-10), per change over netlink:
+//
+//	Services  p50 / p99         system time  program all (a transaction per shard)
+//	1,000     24.0 / 32.9 ms    13.5 ms      2.0 s
+//	10,000    60.7 / 156 ms     29.4 ms      48.0 s
+//
+// 2.5x the p50 and 2.2x the kernel time at 10x the Services.
 //
 // BenchmarkProxy measured the whole path, 1,000 Services x 10 endpoints
 // written through a real apiserver, a node's proxy in a namespace: all

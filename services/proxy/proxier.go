@@ -330,9 +330,18 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	return res, nil
 }
 
-// writeFull writes every shard in one nft transaction: base objects and
-// Services, then the removal of what the tables hold that nobody wants
-// and of the proxy's tables beyond the shards.
+// writeFull writes each shard in an nft transaction of its own: its base
+// objects and Services, then the removal of what its table holds that
+// nobody wants; then one more deletes the proxy's tables beyond the
+// shards. One transaction per table, not one for all: the kernel walks its
+// whole transaction list for every anonymous map a rule binds (each
+// Service's numgen vmap, __nft_set_trans_bind), so one transaction of all
+// Services costs the square of their number (doc.go, Cost). Each table is
+// still replaced atomically, and a Service lives in one table. The shards
+// go from the last to the first, and the tables beyond them last: a
+// Service moving to a new shard (more shards than the predecessor had) is
+// in its new table before its old one drops it, and one moving out of a
+// table that goes is in its new table before that table is deleted.
 func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, wanted map[types.NamespacedName]*serviceRules, home map[types.NamespacedName]int) (int, error) {
 	existing, err := p.nft.Tables(ctx)
 	if err != nil {
@@ -344,14 +353,21 @@ func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, want
 			byShard[home[key]] = append(byShard[home[key]], r)
 		}
 	}
-	tx := p.nft.NewTransaction()
-	var stale []staleObjects
-	for i := range shards {
-		stale = append(stale, writeBase(tx, shardTable(i), byShard[i], existing[shardTable(i)]))
+	plansOf := map[string][]*plan{}
+	for _, pl := range plans {
+		plansOf[pl.table] = append(plansOf[pl.table], pl)
 	}
-	writePlans(plans, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
-	for _, s := range stale {
-		s.remove(tx)
+	ops := 0
+	for i := shards - 1; i >= 0; i-- {
+		table := shardTable(i)
+		tx := p.nft.NewTransaction()
+		stale := writeBase(tx, table, byShard[i], existing[table])
+		writePlans(plansOf[table], func(table string) tableWriter { return txWriter{tx: tx, table: table} })
+		stale.remove(tx)
+		ops += tx.NumOperations()
+		if err := p.nft.Run(ctx, tx); err != nil {
+			return ops, fmt.Errorf("table %s: %w", table, err)
+		}
 	}
 	var gone []string
 	for name := range existing {
@@ -359,11 +375,15 @@ func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, want
 			gone = append(gone, name)
 		}
 	}
+	if len(gone) == 0 {
+		return ops, nil
+	}
 	sort.Strings(gone)
+	tx := p.nft.NewTransaction()
 	for _, name := range gone {
 		tx.Delete(&knftables.Table{Family: knftables.IPv4Family, Name: name})
 	}
-	return tx.NumOperations(), p.nft.Run(ctx, tx)
+	return ops + tx.NumOperations(), p.nft.Run(ctx, tx)
 }
 
 // writeIncremental writes the plans, the shard tables that come (cur up
