@@ -1,6 +1,8 @@
 // Package apiserver is cairn's Kubernetes-compatible API server. A request
-// goes through TLS, authentication (client certificates or bearer tokens,
-// auth.go), request parsing (requestinfo.go), impersonation
+// goes through TLS, the request deadline (timeout.go: kube's
+// --request-timeout and ?timeout=, answered 504 Timeout; not for watches,
+// proxy, log, exec, attach, portforward), authentication (client
+// certificates or bearer tokens, auth.go), request parsing (requestinfo.go), impersonation
 // (impersonate.go), authorization (Config.Authorizer; MastersAuthorizer
 // without one: the control plane gives it the RBAC authorizer of package
 // rbac), then the verb's handler:

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -23,10 +22,6 @@ import (
 // port-forward, log) bypass it; a watch holds its seat only until its
 // initial events are sent (watch.go calls WatchInitialized).
 
-// apfQueueWait bounds a request's wait in its queue, kube-apiserver's
-// --request-timeout (60 s) / 4.
-const apfQueueWait = 15 * time.Second
-
 var longRunning = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"),
 	sets.NewString("attach", "exec", "proxy", "log", "portforward"))
 
@@ -41,7 +36,9 @@ func (s *Server) flowControlled(next http.Handler) http.Handler {
 	// kube charges a resource whose count it does not know.
 	noCount := func(string) (apistorage.Stats, error) { return apistorage.Stats{}, fcrequest.ObjectCountNotFoundErr }
 	est := fcrequest.NewWorkEstimator(noCount, fc.GetInterestedWatchCount, fcrequest.DefaultWorkEstimatorConfig(), fc.GetMaxSeats)
-	apf := genericfilters.WithPriorityAndFairness(next, longRunning, fc, est, apfQueueWait)
+	// A request waits in its queue at most a quarter of the request
+	// timeout, as kube-apiserver (--request-timeout / 4).
+	apf := genericfilters.WithPriorityAndFairness(next, longRunning, fc, est, s.cfg.RequestTimeout/4)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info, _ := r.Context().Value(infoKey).(requestInfo)
 		u, _ := r.Context().Value(userKey).(User)

@@ -120,6 +120,13 @@ type Config struct {
 	ReadyChecks []ReadyCheck
 	// Version is served on /version.
 	Version VersionInfo
+	// RequestTimeout bounds every request that is not long-running
+	// (kube-apiserver's --request-timeout; long-running are watches,
+	// proxy, and log, exec, attach and portforward): its context gets the
+	// deadline, and a request not answered by then is answered 504
+	// Timeout. A request's timeout query parameter may ask for less. Zero
+	// means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -144,6 +151,10 @@ type Server struct {
 
 	// watches tracks open watch handlers so Run can wait for them.
 	watches sync.WaitGroup
+	// timeouts runs requests under their deadline (timeout.go); its
+	// WaitGroup tracks their handlers, which may outlive them.
+	timeouts timeoutFilter
+	handlers sync.WaitGroup
 	// authorized is authorization and routing, behind APF.
 	authorized http.Handler
 }
@@ -171,6 +182,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	if cfg.NotReadyTolerationSeconds == nil {
 		cfg.NotReadyTolerationSeconds = ptr.To(DefaultTolerationSeconds)
 	}
@@ -193,6 +207,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.NodePorts = servicealloc.MustParsePortRange(servicealloc.DefaultNodePortRange)
 	}
 	s.cfg = cfg
+	s.timeouts = timeoutFilter{late: &s.handlers, log: cfg.Log}
 	s.services = servicealloc.New(cfg.Store.Client(), cfg.ServiceIPs, cfg.NodePorts)
 	s.nsCache = newNamespaceCache(s.store, 2*time.Second, cfg.Now)
 	m, err := newRequestMetrics(cfg.Metrics)
@@ -223,8 +238,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/apis/", s.serveAPI)
 }
 
-// Handler is the full handler chain: audit id, authentication,
-// authorization, metrics, then routing.
+// Handler is the full handler chain: audit id, the request deadline,
+// authentication, authorization, metrics, then routing.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -240,29 +255,49 @@ func (s *Server) Handler() http.Handler {
 				s.metrics.observe(info, rec.code, time.Since(start))
 			}
 		}()
-
-		u, ok, err := s.cfg.Authenticator.Authenticate(r)
-		switch {
-		case err != nil:
-			writeStatus(rec, apierrors.NewUnauthorized(err.Error()))
+		serve := func(w http.ResponseWriter, r *http.Request) { s.authenticateAndServe(w, r, info, auditID) }
+		if isLongRunning(r, info) {
+			serve(rec, r)
 			return
-		case !ok && publicPath(r.URL.Path):
-			u = User{User: UserAnonymous, Groups: []string{"system:unauthenticated"}}
-		case !ok:
-			writeStatus(rec, apierrors.NewUnauthorized("Unauthorized"))
-			return
-		default:
-			u.Groups = appendIfMissing(u.Groups, GroupAuthenticated)
 		}
-		if u, err = s.impersonate(r.Context(), r, u); err != nil {
+		// Outside authentication, as kube's WithRequestDeadline and
+		// WithTimeoutForNonLongRunningRequests: a bad timeout is a 400
+		// for anyone, and authenticators that call out are bounded too.
+		deadline, err := s.requestDeadline(r, start)
+		if err != nil {
 			writeStatus(rec, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), userKey, u)
-		ctx = context.WithValue(ctx, infoKey, info)
-		ctx = context.WithValue(ctx, auditKey, auditID)
-		s.authorized.ServeHTTP(rec, r.WithContext(ctx))
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		s.timeouts.serve(rec, r.WithContext(ctx), serve)
 	})
+}
+
+// authenticateAndServe authenticates the request (and its impersonation)
+// and hands it on to flow control, authorization and routing.
+func (s *Server) authenticateAndServe(w http.ResponseWriter, r *http.Request, info requestInfo, auditID string) {
+	u, ok, err := s.cfg.Authenticator.Authenticate(r)
+	switch {
+	case err != nil:
+		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		return
+	case !ok && publicPath(r.URL.Path):
+		u = User{User: UserAnonymous, Groups: []string{"system:unauthenticated"}}
+	case !ok:
+		writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
+		return
+	default:
+		u.Groups = appendIfMissing(u.Groups, GroupAuthenticated)
+	}
+	if u, err = s.impersonate(r.Context(), r, u); err != nil {
+		writeStatus(w, err)
+		return
+	}
+	ctx := context.WithValue(r.Context(), userKey, u)
+	ctx = context.WithValue(ctx, infoKey, info)
+	ctx = context.WithValue(ctx, auditKey, auditID)
+	s.authorized.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // authorizeAndServe authorizes the request of the user and info in its
@@ -344,6 +379,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func()) error
 	err := srv.Shutdown(shutCtx)
 	<-errc
 	s.watches.Wait()
+	s.handlers.Wait()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("apiserver: shutdown: %w", err)
 	}

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +13,15 @@ import (
 )
 
 // statusFor turns any error into the metav1.Status a Kubernetes client
-// expects. Errors that are not API errors become 500 InternalError.
+// expects. A call (etcd's, most often) given up because the request's
+// deadline passed is 504 Timeout, as kube's finisher answers it; other
+// errors that are not API errors become 500 InternalError.
 func statusFor(err error) metav1.Status {
 	var se apierrors.APIStatus
-	if errors.As(err, &se) {
+	if !errors.As(err, &se) && errors.Is(err, context.DeadlineExceeded) {
+		se = apierrors.NewTimeoutError("request did not complete within requested timeout - "+context.DeadlineExceeded.Error(), 0)
+	}
+	if se != nil {
 		st := se.Status()
 		st.Kind, st.APIVersion = "Status", "v1"
 		if st.Status == "" {

@@ -27,6 +27,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Node, "node", true, "run a real node in this process (containerd, CNI, kubelet; needs root)")
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
+	requestTimeoutFlag(fs.FlagSet, &cfg.RequestTimeout)
 	svcNet.register(fs.FlagSet)
 	sa.register(fs.FlagSet)
 	dns.register(fs.FlagSet)

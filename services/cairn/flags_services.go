@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/apiserver/servicealloc"
 	"github.com/cairn-dev/cairn/services/pki/satoken"
 	"github.com/cairn-dev/cairn/services/proxy"
@@ -52,4 +53,12 @@ func (f *serviceAccountFlags) values() (issuer string, audiences []string, maxEx
 		}
 	}
 	return f.issuer, audiences, f.maxExpiration
+}
+
+// requestTimeoutFlag is kube-apiserver's --request-timeout, shared by
+// cairn apiserver and cairn up.
+func requestTimeoutFlag(fs *flag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "request-timeout", apiserver.DefaultRequestTimeout,
+		"the longest a request that is not long-running (watch, proxy, log, exec, attach, port-forward) may take before it is "+
+			"answered 504 Timeout; a request's timeout query parameter may ask for less")
 }

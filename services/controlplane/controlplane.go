@@ -92,6 +92,10 @@ type Config struct {
 	// tokens (kube-apiserver's --service-account-max-token-expiration); 0
 	// means no cap but validation's.
 	MaxTokenExpiration time.Duration
+	// RequestTimeout bounds the apiserver's requests that are not
+	// long-running (kube-apiserver's --request-timeout,
+	// apiserver.Config); 0 means apiserver.DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// ServiceAccountAdmission runs kube's ServiceAccount admission plugin
 	// (pods get the default ServiceAccount and the token volume, and are
 	// refused if their ServiceAccount does not exist). It needs the
@@ -303,6 +307,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Admission:          slices.Concat([]apiserver.AdmissionPlugin{rbac.NewEscalation(az.authorizer)}, sa.plugins(), nodes.plugins(), volumeadmission.Plugins(classes), csradmission.Plugins(authz), cfg.Admission),
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
+		RequestTimeout:     cfg.RequestTimeout,
 		Webhooks:           wh,
 		Policies:           policies,
 		FlowControl:        fc.controller(),

@@ -19,15 +19,26 @@
 // heal the first write through the healed server was accepted.
 //
 // Status: the servers start and the majority keeps accepting writes (the
-// first one 30 ms after the cut in the last run), and the first write
-// through the cut-off server is refused after about 7 s with 500
-// InternalError "etcdserver: request timed out"; but the second one gets
-// no answer at all within the client's 90 s: cairn's apiserver has no
-// request timeout (kube-apiserver's --request-timeout of 60 s and the
-// timeout query parameter, answered with 504 Timeout), so a write whose
-// etcd call keeps waiting for a leader waits with it. Until the apiserver
-// bounds its requests the test fails, and it runs only with
-// CAIRN_HA_TESTS=1.
+// first one 20-40 ms after the cut in the last two runs). Writes through
+// the cut-off server are refused: the first after 7.0 s with 500
+// InternalError "etcdserver: request timed out", the second after the
+// apiserver's request timeout (60 s, kube-apiserver's --request-timeout)
+// with 504 Timeout "request did not complete within requested timeout -
+// context deadline exceeded". The healed server accepted a write 12.7 s
+// and 20.6 s after the heal. The test still fails, in both runs, for two
+// other reasons, and so runs only with CAIRN_HA_TESTS=1:
+//
+//   - the first refused write is there after the heal. etcd's "request
+//     timed out" does not say that the write failed, only that the
+//     member gave up waiting for it: the write was committed after all
+//     (in both runs), once the member was back. "None of the refused writes is there" holds only
+//     for writes etcd never took; for a timeout (etcd's, or the
+//     apiserver's 504) either outcome is allowed, as a Kubernetes client
+//     must assume.
+//   - `events verify` right after the heal got NATS's 503 "JetStream
+//     system temporarily unavailable" through one server (s1 in one run,
+//     s3 in the other; s1's publisher had a publish unacknowledged for
+//     10 s): the verify has to wait until JetStream is back.
 //
 // The tests need root (network namespaces) and are skipped with -short.
 package partitiontest

@@ -214,6 +214,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		ServiceAccountIssuer:    s.cfg.ServiceAccountIssuer,
 		APIAudiences:            s.cfg.APIAudiences,
 		MaxTokenExpiration:      s.cfg.MaxTokenExpiration,
+		RequestTimeout:          s.cfg.RequestTimeout,
 		// Kubelets read only what their pods use (Node,RBAC).
 		NodeAuthorizer: true,
 		Identity:       s.id,

@@ -58,6 +58,8 @@ type Config struct {
 	ServiceAccountIssuer string
 	APIAudiences         []string
 	MaxTokenExpiration   time.Duration
+	// RequestTimeout is the apiserver's (controlplane.Config).
+	RequestTimeout time.Duration
 	// DNS is the cluster DNS and the node's resolver settings (see
 	// DNSConfig).
 	DNS DNSConfig

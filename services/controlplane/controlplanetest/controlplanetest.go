@@ -71,6 +71,8 @@ type Options struct {
 	ServiceAccountAdmission bool
 	// MaxTokenExpiration is controlplane.Config's.
 	MaxTokenExpiration time.Duration
+	// RequestTimeout is controlplane.Config's.
+	RequestTimeout time.Duration
 	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
 	NodeNetNS func(node string) (string, bool)
 	// NodeAuthorizer runs the Node authorizer and NodeRestriction
@@ -122,6 +124,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		Admission:               o.Admission,
 		ServiceAccountAdmission: o.ServiceAccountAdmission,
 		MaxTokenExpiration:      o.MaxTokenExpiration,
+		RequestTimeout:          o.RequestTimeout,
 		NodeAuthorizer:          o.NodeAuthorizer,
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
