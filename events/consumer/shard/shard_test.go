@@ -41,6 +41,7 @@ func TestOwner(t *testing.T) {
 type replica struct {
 	s      *Sharder
 	nc     *nats.Conn
+	leases *nats.Conn // the leases' own connection (Config.LeaseJS)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -54,7 +55,15 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{JS: js, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second}
+	lc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ljs, err := jetstream.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{JS: js, LeaseJS: ljs, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -63,7 +72,7 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{s: s, nc: nc, cancel: cancel, done: make(chan struct{})}
+	r := &replica{s: s, nc: nc, leases: lc, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		_ = s.Run(ctx)
@@ -72,8 +81,36 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 		cancel()
 		<-r.done
 		nc.Close()
+		lc.Close()
 	})
 	return r
+}
+
+// crash cuts the replica's connections, as a killed process's.
+func (r *replica) crash() {
+	r.nc.Close()
+	r.leases.Close()
+}
+
+// TestRestartTakesOwnLeases: a replica that crashed and comes back under
+// the same identity takes its leases over at once, without waiting for
+// them to expire (a lease far longer than the wait), while a replica of
+// another identity cannot.
+func TestRestartTakesOwnLeases(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	long := func(c *Config) { c.LeaseTTL = 5 * time.Minute }
+	a := startReplica(t, n.URL(), "a", long)
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	a.crash()
+	other := startReplica(t, n.URL(), "b", long)
+	time.Sleep(3 * other.s.cfg.RetryPeriod)
+	if got := other.s.Leased(); len(got) != 0 {
+		t.Fatalf("b leased %v while a's leases were alive", got)
+	}
+	other.cancel()
+	<-other.done
+	again := startReplica(t, n.URL(), "a", long)
+	waitCovered(t, []*replica{again}, 30*time.Second)
 }
 
 // check samples every replica's partitions: no partition is ever usable on
@@ -129,7 +166,7 @@ func TestShardingFailover(t *testing.T) {
 	}
 	// r0 loses its connection, as a crashed process would: its leases
 	// expire and the others take over within the lease TTL plus a round.
-	rs[0].nc.Close()
+	rs[0].crash()
 	start := time.Now()
 	var mu sync.Mutex
 	deadline = time.Now().Add(10 * time.Second)
