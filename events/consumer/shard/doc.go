@@ -12,11 +12,13 @@
 // Create (which fails while another replica's lease is alive), renews it
 // every Config.RetryPeriod (2 s) with Update at the revision it last wrote
 // (compare-and-swap, which also restarts the TTL), and releases it with a
-// Delete at that revision. A replica that dies stops renewing; the bucket
-// expires its leases after LeaseTTL and another replica creates them on its
-// next round; a replica takes a lease held in its own Identity at once (a
-// restarted process of it; identities are unique among live replicas, and
-// cairn up keeps its server's across restarts). The timings are kube's leader election's (15 s lease, 10 s
+// Delete at that revision (or, if a renewal in flight moved it on, at the
+// revision it has while it is still in the replica's name). A replica that
+// dies stops renewing; the bucket expires its leases after LeaseTTL and
+// another replica creates them on its next round; a replica takes a lease
+// held in its own Identity at once (a restarted process of it; identities
+// are unique among live replicas, and cairn up keeps its server's across
+// restarts). The timings are kube's leader election's (15 s lease, 10 s
 // renew deadline, 2 s retry period): a saturated machine slows renewals
 // down by seconds, and a lease must outlive that rather than move. The
 // renewals run on a goroutine of their own, all leases at once, on a NATS
@@ -32,6 +34,18 @@
 // member and partition wins), acquires those, and releases those it holds
 // that another member should hold, so load spreads out when a replica joins
 // and moves back when it leaves.
+//
+// # Moves between live replicas do not wait for leases to expire
+//
+// Only a dead replica's partitions wait for its leases to run out. Every
+// replica watches the bucket, and a change a round acts on starts one at
+// once rather than at the next RetryPeriod: a member that joins (its first
+// heartbeat) makes the holders of its partitions release them as soon as
+// their running reconciles are over; a lease deleted makes the member that
+// should hold it create it. A replica that stops (Run's ctx done) deletes
+// its member key and then every lease, as kube's leader election with
+// ReleaseOnCancel, so the others take its partitions over within a round
+// trip and their catch-up, not LeaseTTL.
 //
 // # Never acting on a key it does not own
 //

@@ -243,6 +243,12 @@ func (s *Sharder) Run(ctx context.Context) error {
 		return fmt.Errorf("shard: bucket %s: %w", s.bucket(), err)
 	}
 	s.kv = kv
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// The watch starts before the first heartbeat, so that it does not
+	// miss the hand-overs that this replica's arrival starts.
+	kick := make(chan struct{}, 1)
+	wg.Go(func() { s.watchLoop(ctx, kick) })
 	s.heartbeat(ctx)
 	rctx, stopRenew := context.WithCancel(ctx)
 	renewed := make(chan struct{})
@@ -252,8 +258,6 @@ func (s *Sharder) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(s.cfg.RetryPeriod)
 	defer tick.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for {
 		s.round(ctx, &wg)
 		s.logMoves()
@@ -261,12 +265,82 @@ func (s *Sharder) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			stopRenew()
 			<-renewed
+			start := time.Now()
 			n := s.releaseAll()
-			s.log.Info("shard: released every partition", "released", n, "partitions", s.cfg.Partitions)
+			s.log.Info("shard: released every partition", "released", n, "partitions", s.cfg.Partitions,
+				"took", time.Since(start).Round(time.Millisecond))
 			return nil
 		case <-tick.C:
+		case <-kick:
 		}
 	}
+}
+
+// watchLoop kicks a round (a send on kick, which holds one) whenever the
+// bucket changes in a way a round acts on, so that moves between live
+// replicas take a round trip rather than a RetryPeriod: a member joins
+// (its first heartbeat) or leaves (deletes its key), or a lease is given
+// up (deleted). Keys that expire produce no event: the rounds every
+// RetryPeriod find those. A watch that fails is started again after a
+// RetryPeriod until ctx is done.
+func (s *Sharder) watchLoop(ctx context.Context, kick chan<- struct{}) {
+	seen := map[string]time.Time{} // member -> when its last heartbeat was seen
+	for {
+		if err := s.watch(ctx, kick, seen); err != nil && ctx.Err() == nil {
+			s.log.Warn("shard: watch failed; moves wait for the next round", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.RetryPeriod):
+		}
+	}
+}
+
+func (s *Sharder) watch(ctx context.Context, kick chan<- struct{}, seen map[string]time.Time) error {
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("shard: watch %s: %w", s.bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("shard: watch %s: closed", s.bucket())
+			}
+			if e != nil && s.changed(e, seen) {
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// changed reports whether e, an update of the bucket, calls for a round.
+func (s *Sharder) changed(e jetstream.KeyValueEntry, seen map[string]time.Time) bool {
+	deleted := e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
+	member, ok := strings.CutPrefix(e.Key(), "m.")
+	if !ok {
+		return deleted // a lease given up
+	}
+	if member == s.cfg.Identity {
+		return false
+	}
+	if deleted {
+		delete(seen, member)
+		return true
+	}
+	now := s.cfg.Now()
+	last, known := seen[member]
+	seen[member] = now
+	// A member whose heartbeats stopped for a lease's life expired: it
+	// comes back as a new one.
+	return !known || now.Sub(last) > s.cfg.LeaseTTL
 }
 
 // logMoves logs one summary line when the leased partitions differ from
@@ -520,10 +594,13 @@ func (s *Sharder) renewOne(ctx context.Context, p int, rev uint64) {
 	l := s.leases[p]
 	lost := false
 	switch {
-	case l == nil || l.releasing || l.rev != rev:
+	case l == nil || l.rev != rev:
 	case err == nil:
+		// Also while releasing: the release deletes the lease at the
+		// revision it has now.
 		l.rev, l.renewed = nrev, now
-	case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
+	case l.releasing:
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound):
 		// Someone else holds it now (our lease expired): drop it.
 		s.log.Warn("shard: lost partition", "partition", p, "err", err, "since_renewal", s.cfg.Now().Sub(l.renewed).Round(time.Millisecond))
 		delete(s.leases, p)
@@ -547,11 +624,12 @@ func (s *Sharder) renewOne(ctx context.Context, p int, rev uint64) {
 }
 
 // release stops using partition p, waits for its running reconciles, and
-// deletes the lease so the next owner can take it at once.
+// deletes the lease so the next owner can take it at once. A release of p
+// already under way is left to finish.
 func (s *Sharder) release(p int) {
 	s.mu.Lock()
 	l := s.leases[p]
-	if l == nil {
+	if l == nil || l.releasing {
 		s.mu.Unlock()
 		return
 	}
@@ -560,12 +638,15 @@ func (s *Sharder) release(p int) {
 		s.cond.Wait()
 	}
 	rev := l.rev
-	delete(s.leases, p)
+	if s.leases[p] == l {
+		delete(s.leases, p)
+	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
-		s.log.Debug("shard: release", "partition", p, "err", err)
+	if err := s.deleteLease(ctx, p, rev); err != nil {
+		// It expires LeaseTTL after its last renewal.
+		s.log.Warn("shard: release failed; the partition moves once its lease expires", "partition", p, "err", err)
 	}
 	s.metrics.released.Inc()
 	s.log.Debug("shard: released partition", "partition", p)
@@ -574,21 +655,52 @@ func (s *Sharder) release(p int) {
 	}
 }
 
-// releaseAll releases every partition and the member key, and returns
-// how many partitions it released.
+// deleteLease deletes partition p's lease, last written at rev, if this
+// replica still holds it. A renewal in flight when the release began may
+// have moved the lease past rev (a Delete at rev would then fail and leave
+// the lease to expire): the lease is then deleted at the revision it has,
+// if it is still in this replica's Identity.
+func (s *Sharder) deleteLease(ctx context.Context, p int, rev uint64) error {
+	for range 3 {
+		err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev))
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return err
+		}
+		e, err := s.kv.Get(ctx, leaseKey(p))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil // expired or deleted already
+		case err != nil:
+			return err
+		case string(e.Value()) != s.cfg.Identity:
+			return nil // another replica's since it expired
+		}
+		rev = e.Revision()
+	}
+	return fmt.Errorf("shard: delete lease of partition %d: %w", p, jetstream.ErrKeyRevisionMismatch)
+}
+
+// releaseAll deletes the member key, then releases every partition at
+// once, and returns how many partitions it released. The member key goes
+// first so that the others, counting without this replica, take each
+// partition as soon as its lease is gone.
 func (s *Sharder) releaseAll() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.kv.Delete(ctx, "m."+s.cfg.Identity); err != nil {
+		s.log.Debug("shard: delete member key", "err", err)
+	}
 	s.mu.Lock()
 	var ps []int
 	for p := range s.leases {
 		ps = append(ps, p)
 	}
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, p := range ps {
-		s.release(p)
+		wg.Go(func() { s.release(p) })
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.kv.Delete(ctx, "m."+s.cfg.Identity)
+	wg.Wait()
 	return len(ps)
 }
 
