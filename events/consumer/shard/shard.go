@@ -529,6 +529,11 @@ func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
 		defer wg.Done()
 		if s.cfg.CatchUp != nil {
 			if err := s.cfg.CatchUp(ctx); err != nil {
+				if ctx.Err() != nil {
+					// Stopping: Run releases it.
+					s.log.Debug("shard: catch-up cut short by the stop", "partition", p, "err", err)
+					return
+				}
 				s.log.Warn("shard: catch-up failed; releasing", "partition", p, "err", err)
 				s.metrics.catchUpFailed.Inc()
 				s.release(p)
