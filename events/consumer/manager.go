@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +55,8 @@ type ShardOptions struct {
 	// Partitions and LeaseTTL: see shard.Config.
 	Partitions int
 	LeaseTTL   time.Duration
+	// Registerer receives the shard's counters (shard.Config.Registerer).
+	Registerer prometheus.Registerer
 	// Marker, if set, is the prefix of the Lease (in kube-system, suffixed
 	// with the identity) that a catch-up writes: the replica then waits
 	// until its caches hold everything committed before the write, so it
@@ -132,7 +135,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if s := opts.Shard; s != nil {
 		m.catch = &catchUp{m: m, marker: s.Marker, ttl: s.LeaseTTL}
 		m.sharder, err = shard.New(shard.Config{JS: opts.JS, Group: s.Group, Identity: s.Identity,
-			Partitions: s.Partitions, LeaseTTL: s.LeaseTTL, Log: opts.Log,
+			Partitions: s.Partitions, LeaseTTL: s.LeaseTTL, Registerer: s.Registerer, Log: opts.Log,
 			CatchUp: m.catch.run, OnAcquire: m.onAcquire, OnRelease: func(int) { m.followPartitions() }})
 		if err != nil {
 			return nil, fmt.Errorf("consumer: new manager: %w", err)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cairn-dev/cairn/events"
+	"github.com/cairn-dev/cairn/events/consumer/shard"
 )
 
 // markerNamespace holds the catch-up marker Leases.
@@ -89,7 +90,7 @@ func (c *catchUp) mark(ctx context.Context) (events.Revision, error) {
 	holder := c.m.sharder.Identity()
 	ttl := c.ttl
 	if ttl <= 0 {
-		ttl = 6 * time.Second
+		ttl = shard.DefaultLeaseTTL
 	}
 	secs := int32(ttl / time.Second)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})

@@ -21,7 +21,7 @@ type CompactorConfig struct {
 	// ElectionPrefix is the etcd prefix of the compactors' election; default
 	// "/cairn/election/compactor".
 	ElectionPrefix string
-	// SessionTTL of the leader's etcd session; default 5s.
+	// SessionTTL of the leader's etcd session; default DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Identity is the candidate's name, as PublisherConfig.Identity.
 	Identity string
@@ -54,7 +54,7 @@ func NewCompactor(cli *clientv3.Client, js jetstream.JetStream, cfg CompactorCon
 		cfg.ElectionPrefix = DefaultCompactorElection
 	}
 	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 5 * time.Second
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if cfg.Identity == "" {
 		cfg.Identity = uniqueIdentity()

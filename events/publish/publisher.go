@@ -21,8 +21,15 @@ type PublisherConfig struct {
 	// "/cairn/election/publisher".
 	ElectionPrefix string
 	// SessionTTL is the lease of the leader's etcd session: how long a dead
-	// leader blocks the next one. Default 5s; whole seconds, at least 1s.
+	// leader blocks the next one. Default DefaultSessionTTL; whole seconds,
+	// at least 1s.
 	SessionTTL time.Duration
+	// ElectionClient, if set, carries the election (the session's lease
+	// keep-alives, the campaign, the watch on the leader key) on a
+	// connection of its own, so that keep-alives do not queue behind the
+	// publisher's and the apiserver's bulk traffic on the main client.
+	// nil uses the main client.
+	ElectionClient *clientv3.Client
 	// Identity is the candidate's name in the election, unique among the
 	// live publishers and stable across restarts of one server (cairn up
 	// keeps it in its data directory): a publisher takes over at once the
@@ -41,12 +48,22 @@ type PublisherConfig struct {
 // DefaultPublisherElection is the etcd prefix the publishers campaign on.
 const DefaultPublisherElection = "/cairn/election/publisher"
 
+// DefaultSessionTTL is the default lease of the publisher's and the
+// compactor's election sessions: kube's leader-election lease duration
+// (15 s). The session renews it every third of that (etcd's client), so a
+// saturated machine has to delay two keep-alives by seconds before the
+// leader loses its role. A longer lease costs nothing while the leader
+// lives: a restarted server of the same Identity takes its own key over at
+// once (takeOver); only a dead leader of another identity blocks the next
+// one for this long.
+const DefaultSessionTTL = 15 * time.Second
+
 func (c PublisherConfig) withDefaults() PublisherConfig {
 	if c.ElectionPrefix == "" {
 		c.ElectionPrefix = DefaultPublisherElection
 	}
 	if c.SessionTTL <= 0 {
-		c.SessionTTL = 5 * time.Second
+		c.SessionTTL = DefaultSessionTTL
 	}
 	if c.Identity == "" {
 		c.Identity = uniqueIdentity()
@@ -131,10 +148,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 
 // term is one campaign and, if won, one term as leader.
 func (p *Publisher) term(ctx context.Context) error {
-	sess, el, err := campaign(ctx, p.cli, p.cfg.SessionTTL, p.cfg.ElectionPrefix, p.cfg.Identity)
+	sess, el, err := campaign(ctx, p.electionClient(), p.cfg.SessionTTL, p.cfg.ElectionPrefix, p.cfg.Identity)
 	if err != nil {
 		return err
 	}
+	p.metrics.elected.Inc()
 	defer sess.Close()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -151,9 +169,17 @@ func (p *Publisher) term(ctx context.Context) error {
 	cancel()
 	<-stopped
 	if ctx.Err() == nil {
+		p.metrics.termsLost.Inc()
 		return errors.New("publish: leadership lost")
 	}
 	return err
+}
+
+func (p *Publisher) electionClient() *clientv3.Client {
+	if p.cfg.ElectionClient != nil {
+		return p.cfg.ElectionClient
+	}
+	return p.cli
 }
 
 // watchTerm returns when ctx is done or the term ends: the session expired,
@@ -167,7 +193,7 @@ func (p *Publisher) watchTerm(ctx context.Context, sess *concurrency.Session, el
 	if h := el.Header(); h != nil {
 		opts = append(opts, clientv3.WithRev(h.Revision+1))
 	}
-	wch := p.cli.Watch(wctx, el.Key(), opts...)
+	wch := p.electionClient().Watch(wctx, el.Key(), opts...)
 	for {
 		select {
 		case <-ctx.Done():
@@ -208,6 +234,8 @@ type publisherMetrics struct {
 	last      prometheus.Gauge
 	published *prometheus.CounterVec
 	retries   prometheus.Counter
+	elected   prometheus.Counter
+	termsLost prometheus.Counter
 }
 
 func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
@@ -229,12 +257,22 @@ func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
 			Name: "cairn_log_publish_retries_total",
 			Help: "Publishes sent again with the same Nats-Msg-Id after an unknown outcome (no acknowledgement) or a failed fence.",
 		}),
+		elected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cairn_log_publisher_leader_elections_total",
+			Help: "Terms this process's publishers won in the publisher election (every one after the first is a leadership change).",
+		}),
+		termsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cairn_log_publisher_terms_lost_total",
+			Help: "Terms that ended while the publisher still ran: session expired, leader key deleted, or publishing failed.",
+		}),
 	}
 	if reg != nil {
 		m.lag = register(reg, m.lag)
 		m.last = register(reg, m.last)
 		m.published = register(reg, m.published)
 		m.retries = register(reg, m.retries)
+		m.elected = register(reg, m.elected)
+		m.termsLost = register(reg, m.termsLost)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-dev/cairn/events/publish"
 	"github.com/cairn-dev/cairn/services/apiserver"
 	"github.com/cairn-dev/cairn/services/controlplane"
 	"github.com/cairn-dev/cairn/services/pki"
@@ -39,7 +40,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&tokenFile, "token-auth-file", "", "CSV of static bearer tokens: token,user,uid,\"group1,group2\"")
 	fs.BoolVar(&insecure, "insecure-http", false, "serve plain HTTP (tests only; needs --token-auth-file)")
 	fs.logLevelFlag()
-	fs.DurationVar(&electTTL, "election-ttl", 5*time.Second, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
+	fs.DurationVar(&electTTL, "election-ttl", publish.DefaultSessionTTL, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
 	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	requestTimeoutFlag(fs.FlagSet, &timeout)
 	svcNet.register(fs.FlagSet)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cairn-dev/cairn/events/consumer/shard"
 	"github.com/cairn-dev/cairn/services/cairn/up"
 	"github.com/cairn-dev/cairn/services/controllers/certificates"
 	"github.com/cairn-dev/cairn/services/controllers/csiconn"
@@ -23,12 +24,14 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		signingDir            string
 		workers, maxPerSlice  int
 		nodeGrace, signingFor time.Duration
+		leaseTTL              time.Duration
 		csiEndpoints          = csiconn.EndpointsFlag{}
 	)
 	fs := newFlagSet("controller-manager", stderr)
 	fs.serviceFlags(up.ControllerManagerKubeconfig, "")
 	fs.StringVar(&identity, "identity", "", "this replica's name among the replicas (default hostname-pid)")
 	fs.IntVar(&workers, "workers", 4, "concurrent reconciles per controller")
+	fs.DurationVar(&leaseTTL, "leader-elect-lease-duration", shard.DefaultLeaseTTL, "how long a replica's partition lease lives without renewal: how long the keys of a dead replica wait before another takes them")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR, "IPv4 range split into /24 pod CIDRs, one per node")
 	fs.DurationVar(&nodeGrace, "node-monitor-grace-period", nodelifecycle.DefaultGracePeriod, "how long a node may go unheard before it is marked unknown and tainted unreachable")
 	fs.IntVar(&maxPerSlice, "max-endpoints-per-slice", endpoint.DefaultMaxEndpointsPerSlice, "the most endpoints an EndpointSlice holds")
@@ -48,7 +51,7 @@ func runControllerManager(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer closeNATS()
-	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, Workers: workers, ClusterCIDR: clusterCIDR,
+	m, err := manager.New(manager.Config{RestConfig: rc, JS: js, Identity: identity, Shard: true, LeaseTTL: leaseTTL, Workers: workers, ClusterCIDR: clusterCIDR,
 		NodeMonitorGracePeriod: nodeGrace, MaxEndpointsPerSlice: int32(maxPerSlice), ClusterSigningDir: signingDir, ClusterSigningDuration: signingFor,
 		CSIEndpoints: csiEndpoints, Log: log})
 	if err != nil {

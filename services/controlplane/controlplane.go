@@ -127,7 +127,8 @@ type Config struct {
 	NoFsync bool
 	// ElectionTTL is the etcd session TTL of the publisher and compactor
 	// elections: how long a dead leader of another identity keeps its
-	// role. 0 means 5s.
+	// role. 0 means publish.DefaultSessionTTL (15s, kube's leader-election
+	// lease).
 	ElectionTTL time.Duration
 	// Identity names this server in the publisher and compactor elections
 	// (publish.PublisherConfig.Identity): unique among live servers and
@@ -196,8 +197,10 @@ type ControlPlane struct {
 	LogCheck *LogCheck
 
 	logReady chan struct{}
-	embEtcd  *embedded.Etcd
-	embNATS  *embedded.NATS
+	// electionEtcd carries the publisher's election (see startEtcd).
+	electionEtcd *clientv3.Client
+	embEtcd      *embedded.Etcd
+	embNATS      *embedded.NATS
 	// group runs the publisher, compactor, hub, history and apiserver.
 	group   *supervisor.Group
 	closers []func()
@@ -232,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cp.group = supervisor.NewGroup(context.Background())
 	cp.Publisher = publish.NewPublisher(cp.Etcd, cp.JS, publish.PublisherConfig{Registerer: cp.Metrics, SessionTTL: cfg.ElectionTTL,
-		Identity: cfg.Identity}, cfg.Log)
+		Identity: cfg.Identity, ElectionClient: cp.electionEtcd}, cfg.Log)
 	cp.goRun("publisher", cp.Publisher.Run)
 	comp := publish.NewCompactor(cp.Etcd, cp.JS, publish.CompactorConfig{Interval: cfg.CompactInterval, SessionTTL: cfg.ElectionTTL,
 		Identity: cfg.Identity}, cfg.Log)
@@ -541,6 +544,26 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, cfg Config, ready func(st
 	} else {
 		detail = fmt.Sprint(endpoints)
 	}
+	cli, err := newEtcdClient(endpoints)
+	if err != nil {
+		return err
+	}
+	cp.Etcd = cli
+	// The publisher's election on a connection of its own: its session's
+	// keep-alives must not wait behind lists and watches on cp.Etcd's.
+	if cp.electionEtcd, err = newEtcdClient(endpoints); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cli.Get(cctx, events.MetaKey); err != nil {
+		return fmt.Errorf("controlplane: etcd %v: %w", endpoints, err)
+	}
+	ready("etcd", detail)
+	return nil
+}
+
+func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:          endpoints,
 		DialTimeout:        10 * time.Second,
@@ -549,16 +572,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, cfg Config, ready func(st
 		Logger:             zap.NewNop(),
 	})
 	if err != nil {
-		return fmt.Errorf("controlplane: etcd client: %w", err)
+		return nil, fmt.Errorf("controlplane: etcd client: %w", err)
 	}
-	cp.Etcd = cli
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := cli.Get(cctx, events.MetaKey); err != nil {
-		return fmt.Errorf("controlplane: etcd %v: %w", endpoints, err)
-	}
-	ready("etcd", detail)
-	return nil
+	return cli, nil
 }
 
 func (cp *ControlPlane) startNATS(ctx context.Context, cfg Config, ready func(string, string)) error {
@@ -624,6 +640,9 @@ func (cp *ControlPlane) Close() {
 	}
 	if cp.Etcd != nil {
 		cp.Etcd.Close()
+	}
+	if cp.electionEtcd != nil {
+		cp.electionEtcd.Close()
 	}
 	if cp.embEtcd != nil {
 		cp.embEtcd.Close()

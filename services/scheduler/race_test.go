@@ -125,8 +125,12 @@ func TestShardedBindsOnce(t *testing.T) {
 	}
 	// b joins while pods keep coming; go on until it has scheduled some.
 	eventually(t, wait, "pods being created", func() bool { return created.Load() > 100 })
+	joined := time.Now()
 	b := startReplica(t, env, Config{Identity: "b", Sharded: true})
+	synced := time.Since(joined)
 	waitSplit(t, a, b)
+	t.Logf("b joined: caches synced after %v, partitions split (a %d, b %d) after %v",
+		synced.Round(time.Millisecond), len(a.sharder.Held()), len(b.sharder.Held()), time.Since(joined).Round(time.Millisecond))
 	eventually(t, wait, "replica b scheduling", func() bool { return b.Stats().Scheduled > 50 })
 	close(stop)
 	wg.Wait()

@@ -8,12 +8,23 @@
 // Keys ("namespace/name") hash (FNV-32a) into a fixed number of partitions
 // (Config.Partitions, 32 by default). Ownership of a partition is a lease:
 // a key "p.<n>" in a NATS JetStream key-value bucket whose TTL is the lease
-// duration (Config.LeaseTTL, 6 s). A replica acquires a partition with
+// duration (Config.LeaseTTL, 15 s). A replica acquires a partition with
 // Create (which fails while another replica's lease is alive), renews it
-// every LeaseTTL/6 with Update at the revision it last wrote (compare-and-
-// swap, which also restarts the TTL), and releases it with a Delete at that
-// revision. A replica that dies stops renewing; the bucket expires its
-// leases after LeaseTTL and another replica creates them on its next round.
+// every Config.RetryPeriod (2 s) with Update at the revision it last wrote
+// (compare-and-swap, which also restarts the TTL), and releases it with a
+// Delete at that revision (or, if a renewal in flight moved it on, at the
+// revision it has while it is still in the replica's name). A replica that
+// dies stops renewing; the bucket expires its leases after LeaseTTL and
+// another replica creates them on its next round; a replica takes a lease
+// held in its own Identity at once (a restarted process of it; identities
+// are unique among live replicas, and cairn up keeps its server's across
+// restarts). The timings are kube's leader election's (15 s lease, 10 s
+// renew deadline, 2 s retry period): a saturated machine slows renewals
+// down by seconds, and a lease must outlive that rather than move. The
+// renewals run on a goroutine of their own, all leases at once, on a NATS
+// connection of their own, so that neither the sharder's other work nor
+// the consumer's bulk traffic delays them. Counters of acquired, released
+// and lost partitions go to Config.Registerer.
 //
 // # Who should own what
 //
@@ -24,10 +35,22 @@
 // that another member should hold, so load spreads out when a replica joins
 // and moves back when it leaves.
 //
+// # Moves between live replicas do not wait for leases to expire
+//
+// Only a dead replica's partitions wait for its leases to run out. Every
+// replica watches the bucket, and a change a round acts on starts one at
+// once rather than at the next RetryPeriod: a member that joins (its first
+// heartbeat) makes the holders of its partitions release them as soon as
+// their running reconciles are over; a lease deleted makes the member that
+// should hold it create it. A replica that stops (Run's ctx done) deletes
+// its member key and then every lease, as kube's leader election with
+// ReleaseOnCancel, so the others take its partitions over within a round
+// trip and their catch-up, not LeaseTTL.
+//
 // # Never acting on a key it does not own
 //
 // Owns(key) is true only while the replica holds the key's partition, the
-// lease is younger than LeaseTTL minus Config.Margin (2 s) since its last
+// lease is younger than LeaseTTL minus Config.Margin (5 s) since its last
 // successful renewal, and the partition is ready: after acquiring a
 // partition the replica first runs Config.CatchUp (a consumer waits there
 // until its caches have read the log up to the moment of acquisition, so it

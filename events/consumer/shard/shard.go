@@ -14,13 +14,36 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-dev/cairn/events"
 )
 
+// The lease timings are kube's leader election's (client-go's
+// leaderelection as kube-controller-manager and kube-scheduler run it:
+// --leader-elect-lease-duration 15s, --leader-elect-renew-deadline 10s,
+// --leader-elect-retry-period 2s).
+const (
+	// DefaultLeaseTTL is how long a lease lives without renewal.
+	DefaultLeaseTTL = 15 * time.Second
+	// DefaultRenewDeadline is how long after its last renewal a lease is
+	// still used (Owns): DefaultLeaseTTL minus the default Margin.
+	DefaultRenewDeadline = 10 * time.Second
+	// DefaultRetryPeriod is the interval of renewals and rounds.
+	DefaultRetryPeriod = 2 * time.Second
+)
+
 // Config configures a Sharder.
 type Config struct {
+	// JS is the JetStream context the bucket is reached through. Run
+	// opens a connection of its own with the same options (JS.Conn().Opts)
+	// for the leases, so renewals never queue behind the consumer's bulk
+	// traffic on JS's connection; without one (JS.Conn() nil or the dial
+	// fails) it uses JS.
 	JS jetstream.JetStream
+	// LeaseJS, if set, is the JetStream context of the leases instead of
+	// the connection Run dials.
+	LeaseJS jetstream.JetStream
 	// Group names the set of replicas sharing keys, e.g.
 	// "controller-manager"; it names the bucket.
 	Group string
@@ -29,11 +52,21 @@ type Config struct {
 	// Partitions is the number of partitions; default 32. Every replica of
 	// a group must use the same number.
 	Partitions int
-	// LeaseTTL is how long a lease lives without renewal; default 6s.
+	// LeaseTTL is how long a lease lives without renewal; default
+	// DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// Margin is how long before a lease can expire Owns turns false;
-	// default LeaseTTL/3.
+	// default LeaseTTL/3 (with the default lease, Owns is false from
+	// DefaultRenewDeadline after the last successful renewal on).
 	Margin time.Duration
+	// RetryPeriod is the interval of renewals (the member key and every
+	// lease, from a goroutine of their own, all leases at once) and of
+	// rounds (acquire, release); default the smaller of
+	// DefaultRetryPeriod and LeaseTTL/6.
+	RetryPeriod time.Duration
+	// Registerer receives the sharder's counters (partitions acquired,
+	// released, lost, by group); nil registers none.
+	Registerer prometheus.Registerer
 	// CatchUp runs after a partition is acquired and before it is used.
 	CatchUp func(ctx context.Context) error
 	// OnAcquire is called once a partition is ready.
@@ -59,9 +92,10 @@ type lease struct {
 
 // Sharder holds this replica's partitions. Create it with New and call Run.
 type Sharder struct {
-	cfg Config
-	kv  jetstream.KeyValue
-	log *slog.Logger
+	cfg     Config
+	kv      jetstream.KeyValue
+	log     *slog.Logger
+	metrics *metrics
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -86,10 +120,13 @@ func New(cfg Config) (*Sharder, error) {
 		cfg.Partitions = 32
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 6 * time.Second
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.Margin <= 0 {
 		cfg.Margin = cfg.LeaseTTL / 3
+	}
+	if cfg.RetryPeriod <= 0 {
+		cfg.RetryPeriod = min(DefaultRetryPeriod, cfg.LeaseTTL/6)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -97,7 +134,8 @@ func New(cfg Config) (*Sharder, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sharder{cfg: cfg, leases: map[int]*lease{}, log: cfg.Log.With("shard", cfg.Group, "identity", cfg.Identity)}
+	s := &Sharder{cfg: cfg, leases: map[int]*lease{}, log: cfg.Log.With("shard", cfg.Group, "identity", cfg.Identity),
+		metrics: newMetrics(cfg.Registerer, cfg.Group)}
 	s.cond = sync.NewCond(&s.mu)
 	return s, nil
 }
@@ -182,6 +220,8 @@ func (s *Sharder) bucket() string {
 // partition it holds (waiting for running reconciles) so others take them
 // over at once.
 func (s *Sharder) Run(ctx context.Context) error {
+	js, closeConn := s.leaseJS()
+	defer closeConn()
 	kvc := jetstream.KeyValueConfig{
 		Bucket:      s.bucket(),
 		Description: "cairn: partition leases of " + s.cfg.Group,
@@ -191,33 +231,116 @@ func (s *Sharder) Run(ctx context.Context) error {
 	// The replicas of a bucket that exists are kept: on servers joined
 	// into one cluster they follow its size (set by the servers), which a
 	// replica that starts must not set back to 1.
-	if old, err := s.cfg.JS.KeyValue(ctx, kvc.Bucket); err == nil {
+	if old, err := js.KeyValue(ctx, kvc.Bucket); err == nil {
 		if st, err := old.Status(ctx); err == nil {
 			if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
 				kvc.Replicas = bs.StreamInfo().Config.Replicas
 			}
 		}
 	}
-	kv, err := s.cfg.JS.CreateOrUpdateKeyValue(ctx, kvc)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
 	if err != nil {
 		return fmt.Errorf("shard: bucket %s: %w", s.bucket(), err)
 	}
 	s.kv = kv
-	tick := time.NewTicker(s.cfg.LeaseTTL / 6)
-	defer tick.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The watch starts before the first heartbeat, so that it does not
+	// miss the hand-overs that this replica's arrival starts.
+	kick := make(chan struct{}, 1)
+	wg.Go(func() { s.watchLoop(ctx, kick) })
+	s.heartbeat(ctx)
+	rctx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		s.renewLoop(rctx)
+	}()
+	tick := time.NewTicker(s.cfg.RetryPeriod)
+	defer tick.Stop()
 	for {
 		s.round(ctx, &wg)
 		s.logMoves()
 		select {
 		case <-ctx.Done():
+			stopRenew()
+			<-renewed
+			start := time.Now()
 			n := s.releaseAll()
-			s.log.Info("shard: released every partition", "released", n, "partitions", s.cfg.Partitions)
+			s.log.Info("shard: released every partition", "released", n, "partitions", s.cfg.Partitions,
+				"took", time.Since(start).Round(time.Millisecond))
 			return nil
 		case <-tick.C:
+		case <-kick:
 		}
 	}
+}
+
+// watchLoop kicks a round (a send on kick, which holds one) whenever the
+// bucket changes in a way a round acts on, so that moves between live
+// replicas take a round trip rather than a RetryPeriod: a member joins
+// (its first heartbeat) or leaves (deletes its key), or a lease is given
+// up (deleted). Keys that expire produce no event: the rounds every
+// RetryPeriod find those. A watch that fails is started again after a
+// RetryPeriod until ctx is done.
+func (s *Sharder) watchLoop(ctx context.Context, kick chan<- struct{}) {
+	seen := map[string]time.Time{} // member -> when its last heartbeat was seen
+	for {
+		if err := s.watch(ctx, kick, seen); err != nil && ctx.Err() == nil {
+			s.log.Warn("shard: watch failed; moves wait for the next round", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.RetryPeriod):
+		}
+	}
+}
+
+func (s *Sharder) watch(ctx context.Context, kick chan<- struct{}, seen map[string]time.Time) error {
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("shard: watch %s: %w", s.bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("shard: watch %s: closed", s.bucket())
+			}
+			if e != nil && s.changed(e, seen) {
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// changed reports whether e, an update of the bucket, calls for a round.
+func (s *Sharder) changed(e jetstream.KeyValueEntry, seen map[string]time.Time) bool {
+	deleted := e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
+	member, ok := strings.CutPrefix(e.Key(), "m.")
+	if !ok {
+		return deleted // a lease given up
+	}
+	if member == s.cfg.Identity {
+		return false
+	}
+	if deleted {
+		delete(seen, member)
+		return true
+	}
+	now := s.cfg.Now()
+	last, known := seen[member]
+	seen[member] = now
+	// A member whose heartbeats stopped for a lease's life expired: it
+	// comes back as a new one.
+	return !known || now.Sub(last) > s.cfg.LeaseTTL
 }
 
 // logMoves logs one summary line when the leased partitions differ from
@@ -267,13 +390,60 @@ func ranges(ps []int) string {
 	return b.String()
 }
 
-// round renews the member key and the leases, then acquires and releases
-// partitions toward the desired assignment.
-func (s *Sharder) round(ctx context.Context, wg *sync.WaitGroup) {
-	if _, err := s.kv.Put(ctx, "m."+s.cfg.Identity, []byte(s.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+// leaseJS is the JetStream context of the leases: on a connection of
+// their own, dialled with the options of Config.JS's, closed by the
+// returned func; Config.JS itself when there is none.
+func (s *Sharder) leaseJS() (jetstream.JetStream, func()) {
+	if s.cfg.LeaseJS != nil {
+		return s.cfg.LeaseJS, func() {}
+	}
+	nc := s.cfg.JS.Conn()
+	if nc == nil {
+		return s.cfg.JS, func() {}
+	}
+	o := nc.Opts
+	o.Name += " (leases " + s.cfg.Group + ")"
+	own, err := o.Connect()
+	if err != nil {
+		s.log.Warn("shard: no connection of its own for the leases; sharing the consumer's", "err", err)
+		return s.cfg.JS, func() {}
+	}
+	js, err := jetstream.New(own)
+	if err != nil {
+		own.Close()
+		s.log.Warn("shard: no connection of its own for the leases; sharing the consumer's", "err", err)
+		return s.cfg.JS, func() {}
+	}
+	return js, own.Close
+}
+
+// renewLoop renews the member key and every lease each RetryPeriod until
+// ctx is done. It runs on a goroutine of its own, apart from the rounds
+// (whose catch-ups and hand-overs can take long), so that a renewal is
+// never late because of other work of the sharder.
+func (s *Sharder) renewLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.RetryPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.heartbeat(ctx)
+		s.renew(ctx)
+	}
+}
+
+// heartbeat renews the member key.
+func (s *Sharder) heartbeat(ctx context.Context) {
+	if _, err := s.kv.Put(ctx, "m."+s.cfg.Identity, []byte(s.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil && ctx.Err() == nil {
 		s.log.Warn("shard: member heartbeat failed", "err", err)
 	}
-	s.renew(ctx)
+}
+
+// round acquires and releases partitions toward the desired assignment.
+func (s *Sharder) round(ctx context.Context, wg *sync.WaitGroup) {
 	members, err := s.members(ctx)
 	if err != nil {
 		s.log.Warn("shard: list members failed", "err", err)
@@ -344,19 +514,28 @@ func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
 	rev, err := s.kv.Create(ctx, leaseKey(p), []byte(s.cfg.Identity))
 	if err != nil {
 		// Held by another replica (alive or not yet expired): try again
-		// next round.
-		return
+		// next round; unless it is held in this replica's name.
+		if rev, err = s.takeOver(ctx, p); err != nil {
+			return
+		}
 	}
 	s.mu.Lock()
 	s.leases[p] = &lease{rev: rev, renewed: now}
 	s.mu.Unlock()
+	s.metrics.acquired.Inc()
 	s.log.Debug("shard: acquired partition", "partition", p)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if s.cfg.CatchUp != nil {
 			if err := s.cfg.CatchUp(ctx); err != nil {
+				if ctx.Err() != nil {
+					// Stopping: Run releases it.
+					s.log.Debug("shard: catch-up cut short by the stop", "partition", p, "err", err)
+					return
+				}
 				s.log.Warn("shard: catch-up failed; releasing", "partition", p, "err", err)
+				s.metrics.catchUpFailed.Inc()
 				s.release(p)
 				return
 			}
@@ -372,6 +551,24 @@ func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
 	}()
 }
 
+// renew renews every held lease at once, each with its own compare-and-
+// swap, and drops those another replica holds now or that ran out.
+// takeOver takes partition p's lease if it is held in this replica's
+// Identity, which is unique among live replicas: an earlier process of
+// this replica, now dead (a server restarted after a crash), or this one,
+// whose renewal went through unseen. It does not wait for the lease to
+// expire; the catch-up that follows still reads everything written before.
+func (s *Sharder) takeOver(ctx context.Context, p int) (uint64, error) {
+	e, err := s.kv.Get(ctx, leaseKey(p))
+	if err != nil {
+		return 0, err
+	}
+	if string(e.Value()) != s.cfg.Identity {
+		return 0, fmt.Errorf("shard: partition %d held by %s", p, e.Value())
+	}
+	return s.kv.Update(ctx, leaseKey(p), []byte(s.cfg.Identity), e.Revision())
+}
+
 func (s *Sharder) renew(ctx context.Context) {
 	s.mu.Lock()
 	held := make(map[int]uint64, len(s.leases))
@@ -381,42 +578,63 @@ func (s *Sharder) renew(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for p, rev := range held {
-		now := s.cfg.Now()
-		nrev, err := s.kv.Update(ctx, leaseKey(p), []byte(s.cfg.Identity), rev)
-		s.mu.Lock()
-		l := s.leases[p]
-		lost := false
-		switch {
-		case l == nil || l.releasing:
-		case err == nil:
-			l.rev, l.renewed = nrev, now
-		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
-			// Someone else holds it now (our lease expired): drop it.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.renewOne(ctx, p, rev)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Sharder) renewOne(ctx context.Context, p int, rev uint64) {
+	now := s.cfg.Now()
+	nrev, err := s.kv.Update(ctx, leaseKey(p), []byte(s.cfg.Identity), rev)
+	if err != nil && ctx.Err() != nil {
+		return // shutting down: Run releases it
+	}
+	s.mu.Lock()
+	l := s.leases[p]
+	lost := false
+	switch {
+	case l == nil || l.rev != rev:
+	case err == nil:
+		// Also while releasing: the release deletes the lease at the
+		// revision it has now.
+		l.rev, l.renewed = nrev, now
+	case l.releasing:
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound):
+		// Someone else holds it now (our lease expired): drop it.
+		s.log.Warn("shard: lost partition", "partition", p, "err", err, "since_renewal", s.cfg.Now().Sub(l.renewed).Round(time.Millisecond))
+		delete(s.leases, p)
+		lost = true
+	default:
+		// NATS unreachable: keep trying until the lease runs out;
+		// Owns is already false Margin before that.
+		if s.cfg.Now().Sub(l.renewed) > s.cfg.LeaseTTL {
 			s.log.Warn("shard: lost partition", "partition", p, "err", err)
 			delete(s.leases, p)
 			lost = true
-		default:
-			// NATS unreachable: keep trying until the lease runs out;
-			// Owns is already false Margin before that.
-			if s.cfg.Now().Sub(l.renewed) > s.cfg.LeaseTTL {
-				delete(s.leases, p)
-				lost = true
-			}
 		}
-		s.mu.Unlock()
-		if lost && s.cfg.OnRelease != nil {
+	}
+	s.mu.Unlock()
+	if lost {
+		s.metrics.lost.Inc()
+		if s.cfg.OnRelease != nil {
 			s.cfg.OnRelease(p)
 		}
 	}
 }
 
 // release stops using partition p, waits for its running reconciles, and
-// deletes the lease so the next owner can take it at once.
+// deletes the lease so the next owner can take it at once. A release of p
+// already under way is left to finish.
 func (s *Sharder) release(p int) {
 	s.mu.Lock()
 	l := s.leases[p]
-	if l == nil {
+	if l == nil || l.releasing {
 		s.mu.Unlock()
 		return
 	}
@@ -425,34 +643,69 @@ func (s *Sharder) release(p int) {
 		s.cond.Wait()
 	}
 	rev := l.rev
-	delete(s.leases, p)
+	if s.leases[p] == l {
+		delete(s.leases, p)
+	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev)); err != nil {
-		s.log.Debug("shard: release", "partition", p, "err", err)
+	if err := s.deleteLease(ctx, p, rev); err != nil {
+		// It expires LeaseTTL after its last renewal.
+		s.log.Warn("shard: release failed; the partition moves once its lease expires", "partition", p, "err", err)
 	}
+	s.metrics.released.Inc()
 	s.log.Debug("shard: released partition", "partition", p)
 	if s.cfg.OnRelease != nil {
 		s.cfg.OnRelease(p)
 	}
 }
 
-// releaseAll releases every partition and the member key, and returns
-// how many partitions it released.
+// deleteLease deletes partition p's lease, last written at rev, if this
+// replica still holds it. A renewal in flight when the release began may
+// have moved the lease past rev (a Delete at rev would then fail and leave
+// the lease to expire): the lease is then deleted at the revision it has,
+// if it is still in this replica's Identity.
+func (s *Sharder) deleteLease(ctx context.Context, p int, rev uint64) error {
+	for range 3 {
+		err := s.kv.Delete(ctx, leaseKey(p), jetstream.LastRevision(rev))
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return err
+		}
+		e, err := s.kv.Get(ctx, leaseKey(p))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil // expired or deleted already
+		case err != nil:
+			return err
+		case string(e.Value()) != s.cfg.Identity:
+			return nil // another replica's since it expired
+		}
+		rev = e.Revision()
+	}
+	return fmt.Errorf("shard: delete lease of partition %d: %w", p, jetstream.ErrKeyRevisionMismatch)
+}
+
+// releaseAll deletes the member key, then releases every partition at
+// once, and returns how many partitions it released. The member key goes
+// first so that the others, counting without this replica, take each
+// partition as soon as its lease is gone.
 func (s *Sharder) releaseAll() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.kv.Delete(ctx, "m."+s.cfg.Identity); err != nil {
+		s.log.Debug("shard: delete member key", "err", err)
+	}
 	s.mu.Lock()
 	var ps []int
 	for p := range s.leases {
 		ps = append(ps, p)
 	}
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, p := range ps {
-		s.release(p)
+		wg.Go(func() { s.release(p) })
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.kv.Delete(ctx, "m."+s.cfg.Identity)
+	wg.Wait()
 	return len(ps)
 }
 

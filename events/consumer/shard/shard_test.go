@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -41,6 +42,7 @@ func TestOwner(t *testing.T) {
 type replica struct {
 	s      *Sharder
 	nc     *nats.Conn
+	leases *nats.Conn // the leases' own connection (Config.LeaseJS)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -54,7 +56,15 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{JS: js, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second}
+	lc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ljs, err := jetstream.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{JS: js, LeaseJS: ljs, Group: "test", Identity: id, Partitions: 16, LeaseTTL: 3 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -63,7 +73,7 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{s: s, nc: nc, cancel: cancel, done: make(chan struct{})}
+	r := &replica{s: s, nc: nc, leases: lc, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		_ = s.Run(ctx)
@@ -72,8 +82,36 @@ func startReplica(t *testing.T, url, id string, opts ...func(*Config)) *replica 
 		cancel()
 		<-r.done
 		nc.Close()
+		lc.Close()
 	})
 	return r
+}
+
+// crash cuts the replica's connections, as a killed process's.
+func (r *replica) crash() {
+	r.nc.Close()
+	r.leases.Close()
+}
+
+// TestRestartTakesOwnLeases: a replica that crashed and comes back under
+// the same identity takes its leases over at once, without waiting for
+// them to expire (a lease far longer than the wait), while a replica of
+// another identity cannot.
+func TestRestartTakesOwnLeases(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	long := func(c *Config) { c.LeaseTTL = 5 * time.Minute }
+	a := startReplica(t, n.URL(), "a", long)
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	a.crash()
+	other := startReplica(t, n.URL(), "b", long)
+	time.Sleep(3 * other.s.cfg.RetryPeriod)
+	if got := other.s.Leased(); len(got) != 0 {
+		t.Fatalf("b leased %v while a's leases were alive", got)
+	}
+	other.cancel()
+	<-other.done
+	again := startReplica(t, n.URL(), "a", long)
+	waitCovered(t, []*replica{again}, 30*time.Second)
 }
 
 // check samples every replica's partitions: no partition is ever usable on
@@ -129,7 +167,7 @@ func TestShardingFailover(t *testing.T) {
 	}
 	// r0 loses its connection, as a crashed process would: its leases
 	// expire and the others take over within the lease TTL plus a round.
-	rs[0].nc.Close()
+	rs[0].crash()
 	start := time.Now()
 	var mu sync.Mutex
 	deadline = time.Now().Add(10 * time.Second)
@@ -325,5 +363,76 @@ func TestRanges(t *testing.T) {
 		if got := ranges(tt.in); got != tt.want {
 			t.Errorf("ranges(%v) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestHandOverBeforeExpiry: partitions move between live replicas without
+// waiting for a lease to expire (the leases here outlive the test): a
+// member that joins gets its share as soon as the holder has released it,
+// and a member that stops releases every partition at once, as kube's
+// leader election with ReleaseOnCancel. Renewals run back to back, so
+// releases race with renewals in flight.
+func TestHandOverBeforeExpiry(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	long := func(c *Config) { c.LeaseTTL, c.RetryPeriod = 5*time.Minute, 10*time.Millisecond }
+	a := startReplica(t, n.URL(), "a", long)
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	// Slow rounds: the moves below must not wait for one.
+	slow := func(c *Config) { c.LeaseTTL, c.RetryPeriod = 5*time.Minute, time.Minute }
+	start := time.Now()
+	b := startReplica(t, n.URL(), "b", slow)
+	waitSplit := func() bool {
+		union := waitCovered(t, []*replica{a, b}, 30*time.Second)
+		return len(a.s.Held()) > 0 && len(b.s.Held()) > 0 && len(union) == 16
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !waitSplit() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no hand-over to b: a holds %v, b holds %v", a.s.Held(), b.s.Held())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("b joined: %d partitions handed over in %v", len(b.s.Held()), time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	a.cancel()
+	<-a.done
+	stopped := time.Since(start)
+	waitCovered(t, []*replica{b}, 30*time.Second)
+	t.Logf("a stopped in %v; b holds all 16 after %v", stopped.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// TestReleaseAfterRenewalInFlight: a renewal that reached the server but
+// whose answer had not come back when the release began moved the lease
+// past the revision the replica knows; the release still deletes it
+// rather than leaving it to expire.
+func TestReleaseAfterRenewalInFlight(t *testing.T) {
+	n := embeddedtest.StartNATS(t)
+	// No renewal or round of its own during the test.
+	a := startReplica(t, n.URL(), "a", func(c *Config) { c.LeaseTTL, c.RetryPeriod = 5*time.Minute, time.Minute })
+	waitCovered(t, []*replica{a}, 20*time.Second)
+	ctx := context.Background()
+	const p = 3
+	a.s.mu.Lock()
+	known := a.s.leases[p].rev
+	a.s.mu.Unlock()
+	if _, err := a.s.kv.Update(ctx, leaseKey(p), []byte("a"), known); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.s.deleteLease(ctx, p, known); err != nil {
+		t.Fatalf("delete lease at stale revision: %v", err)
+	}
+	if e, err := a.s.kv.Get(ctx, leaseKey(p)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("lease of partition %d still there after the release: %v, %v", p, e, err)
+	}
+	// Held by another replica by now: left alone.
+	if _, err := a.s.kv.Create(ctx, leaseKey(p), []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.s.deleteLease(ctx, p, known); err != nil {
+		t.Fatalf("delete lease held by b: %v", err)
+	}
+	if e, err := a.s.kv.Get(ctx, leaseKey(p)); err != nil || string(e.Value()) != "b" {
+		t.Fatalf("b's lease: %v, %v", e, err)
 	}
 }

@@ -243,6 +243,10 @@ func benchHollow(b *testing.B, nodes, deployments, replicas int) {
 	}
 	b.Logf("%d hollow nodes, controller-manager and scheduler ready in %v", nodes, time.Since(setup).Round(time.Millisecond))
 
+	churn0, err := controlplanetest.ReadChurn(env.Metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.StartTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -266,6 +270,14 @@ func benchHollow(b *testing.B, nodes, deployments, replicas int) {
 	}
 	took := time.Since(start)
 	b.StopTimer()
+	if churn, err := controlplanetest.ReadChurn(env.Metrics); err == nil {
+		d := churn.Sub(churn0)
+		p99, _ := d.LagQuantile(0.99)
+		b.ReportMetric(d.PublisherTermsLost, "publisher-terms-lost")
+		b.ReportMetric(d.PartitionsLost+d.PartitionsReleased, "partition-moves")
+		b.ReportMetric(p99, "publish-lag-p99-s")
+		b.Logf("churn during the run: %v", d)
+	}
 
 	mu.Lock()
 	var lat, toBind []time.Duration
@@ -313,7 +325,7 @@ func startHollowCluster(b *testing.B, env *controlplanetest.Env, nodes int, log 
 		}
 		return nil
 	})
-	mc := manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Log: log}
+	mc := manager.Config{RestConfig: env.ConfigFor(controlplanetest.ControllerToken), JS: env.JS, Metrics: env.Metrics, Log: log}
 	for _, f := range cfg {
 		f(&mc)
 	}

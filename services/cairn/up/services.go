@@ -130,7 +130,10 @@ func (s *controllerManagerService) Run(ctx context.Context, ready func()) error 
 		return err
 	}
 	m, err := manager.New(manager.Config{RestConfig: rc, JS: cp.JS, Shard: true, ServiceAccountKeyDir: s.cp.paths.PKI,
-		ClusterSigningDir: s.cp.paths.PKI, CSIEndpoints: s.csi, Log: s.cp.log.With("service", "controller-manager")})
+		ClusterSigningDir: s.cp.paths.PKI, CSIEndpoints: s.csi, Metrics: cp.Metrics,
+		// The server's identity, stable across restarts: a restarted server
+		// takes its own partitions over at once (see package shard).
+		Identity: s.cp.id, Log: s.cp.log.With("service", "controller-manager")})
 	if err != nil {
 		return err
 	}

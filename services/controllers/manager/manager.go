@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -57,9 +58,12 @@ type Config struct {
 	// Shard splits keys with the other replicas; false handles every key
 	// (a single replica).
 	Shard bool
-	// Partitions and LeaseTTL tune sharding (see package shard).
+	// Partitions and LeaseTTL tune sharding (see package shard); LeaseTTL
+	// 0 is shard.DefaultLeaseTTL.
 	Partitions int
 	LeaseTTL   time.Duration
+	// Metrics receives the shard's counters; nil registers none.
+	Metrics prometheus.Registerer
 	// Workers per controller; default 4.
 	Workers int
 	// ClusterCIDR is split into the nodes' pod CIDRs; default
@@ -183,13 +187,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 6 * time.Second
-	}
 	opts := consumer.ManagerOptions{RestConfig: cfg.RestConfig, JS: cfg.JS, UserAgent: UserAgent, Log: cfg.Log}
 	if cfg.Shard {
 		opts.Shard = &consumer.ShardOptions{Group: "controller-manager", Identity: cfg.Identity,
-			Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, Marker: Marker}
+			Partitions: cfg.Partitions, LeaseTTL: cfg.LeaseTTL, Marker: Marker, Registerer: cfg.Metrics}
 	}
 	cm, err := consumer.NewManager(opts)
 	if err != nil {
