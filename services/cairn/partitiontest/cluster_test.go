@@ -124,7 +124,18 @@ func (c *cluster) verify(ctx context.Context, via *server) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := publish.Verify(ctx, cli, js)
+		// Right after a heal JetStream may answer 503 "temporarily
+		// unavailable", and the publisher may still be catching up: the
+		// log is checked until it verifies, for up to two minutes.
+		var rep *publish.Report
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			rep, err = publish.Verify(ctx, cli, js)
+			if err == nil && rep.OK() || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
 		nc.Close()
 		if err != nil {
 			t.Fatalf("verify through %s: %v", s.name, err)

@@ -25,7 +25,7 @@ func create(ctx context.Context, cs *kubernetes.Clientset, name string) error {
 // TestMinorityRefusesWrites: see the package documentation.
 func TestMinorityRefusesWrites(t *testing.T) {
 	if os.Getenv("CAIRN_HA_TESTS") == "" {
-		t.Skip("set CAIRN_HA_TESTS=1: fails on a refused write that etcd committed after the heal, and on JetStream unavailable right after it (package documentation)")
+		t.Skip("set CAIRN_HA_TESTS=1: passed once, not yet run often enough under load to be in go tool task test (package documentation)")
 	}
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -97,10 +97,21 @@ func TestMinorityRefusesWrites(t *testing.T) {
 			t.Errorf("acknowledged %s through %s: %v", name, s3.name, err)
 		}
 	}
+	// A refused write timed out (etcd's "request timed out", the
+	// apiserver's 504): that says the outcome is unknown, not that it
+	// failed, and the cut-off member may have passed it on to the leader
+	// once healed. Either outcome is allowed, as a Kubernetes client must
+	// assume; but every server must tell the same.
 	for _, name := range refused {
-		_, err := major.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("refused write %s: get = %v, want NotFound", name, err)
+		_, errMajor := major.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		_, errMinor := minor.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case errMajor == nil && errMinor == nil:
+			t.Logf("refused (timed out) write %s was committed after all", name)
+		case apierrors.IsNotFound(errMajor) && apierrors.IsNotFound(errMinor):
+			t.Logf("refused (timed out) write %s was not committed", name)
+		default:
+			t.Errorf("refused write %s: through %s %v, through %s %v: the servers disagree", name, s1.name, errMajor, s3.name, errMinor)
 		}
 	}
 	c.verify(ctx, s1)
