@@ -98,7 +98,9 @@ func TestLogCheck(t *testing.T) {
 
 	// A live leader of another identity that never publishes: the write
 	// waiting since before counts against it once older than MaxLag.
-	other := embeddedtest.StartCandidate(t, e.etcd.Endpoint(), publish.DefaultPublisherElection, "server-other", 2*time.Second)
+	// A long lease: under load a short one may lapse before the checks
+	// below, and this server would publish early. It resigns explicitly.
+	other := embeddedtest.StartCandidate(t, e.etcd.Endpoint(), publish.DefaultPublisherElection, "server-other", 15*time.Second)
 	check.MaxLag = time.Minute // however slow the steps above were
 	if st := expect("other leader, lag within the bound", nil); st.Leader != "server-other" || st.Local {
 		t.Errorf("state %+v, want server-other leading elsewhere", st)
@@ -135,7 +137,9 @@ func TestLogCheck(t *testing.T) {
 // return) until that server resigns.
 func TestReadyzLog(t *testing.T) {
 	e := newLogEnv(t)
-	other := embeddedtest.StartCandidate(t, e.etcd.Endpoint(), publish.DefaultPublisherElection, "server-other", 2*time.Second)
+	// A long lease: under load a short one may lapse before the checks
+	// below, and this server would publish early. It resigns explicitly.
+	other := embeddedtest.StartCandidate(t, e.etcd.Endpoint(), publish.DefaultPublisherElection, "server-other", 15*time.Second)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +164,17 @@ func TestReadyzLog(t *testing.T) {
 		startc <- started{cp, err}
 	}()
 	url := "http://" + ln.Addr().String() + "/readyz?verbose"
-	time.Sleep(time.Second)
-	code, body := get(t, url)
+	// The apiserver serves /readyz while Start waits for the log; under
+	// load its etcd check may take a moment to pass: ask until it does.
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, body = get(t, url)
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "[+]etcd ok") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "[-]log failed: ") || !strings.Contains(body, "[+]etcd ok") {
 		t.Fatalf("/readyz with another leader not publishing: %d\n%s", code, body)
 	}
