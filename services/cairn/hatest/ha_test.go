@@ -41,12 +41,7 @@ func TestThreeServers(t *testing.T) {
 		t.Skip("runs three servers")
 	}
 	bin := cairntest.Build(t)
-	port := func() string {
-		_, p, _ := net.SplitHostPort(cairntest.FreeAddr(t))
-		return p
-	}
-	api, ec, ep, np, nc := port(), port(), port(), port(), port()
-	ports := []string{"--etcd-client-port", ec, "--etcd-peer-port", ep, "--nats-port", np, "--nats-cluster-port", nc}
+	api, ports := clusterPorts(t)
 	root := t.TempDir()
 	servers := make([]*server, 3)
 	for i := range servers {
@@ -56,10 +51,7 @@ func TestThreeServers(t *testing.T) {
 	defer cancel()
 	start := func(s *server, extra ...string) {
 		t.Helper()
-		args := append([]string{"--node=false"}, ports...)
-		s.up = cairntest.StartUp(t, t, cairntest.UpConfig{Bin: bin, DataDir: s.dir, Addr: s.addr, StopTimeout: 30 * time.Second,
-			Args: append(args, extra...)})
-		s.up.WaitReady(t, 3*time.Minute, func() error { return readyz(ctx, s.up.Kubeconfig()) })
+		startServer(t, ctx, bin, s, append(ports, extra...))
 	}
 	first := servers[0]
 	start(first, "--cluster-init")
@@ -109,14 +101,7 @@ func TestThreeServers(t *testing.T) {
 	}
 
 	// Three etcd voters, three NATS peers, streams at R3.
-	names := make([]string, 3)
-	for i, s := range servers {
-		b, err := os.ReadFile(filepath.Join(s.dir, "server-id"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		names[i] = strings.TrimSpace(string(b))
-	}
+	names := serverNames(t, servers)
 	waitStatus(t, bin, first.dir, 3*time.Minute, func(st string) error {
 		for _, n := range names {
 			if !strings.Contains(st, n) {
@@ -193,6 +178,41 @@ func TestThreeServers(t *testing.T) {
 	}
 }
 
+// serverNames are the servers' names (their server-id files).
+func serverNames(t testing.TB, servers []*server) []string {
+	t.Helper()
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		b, err := os.ReadFile(filepath.Join(s.dir, "server-id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[i] = strings.TrimSpace(string(b))
+	}
+	return names
+}
+
+// clusterPorts picks the apiserver port and the etcd and NATS port flags
+// that every server of a test cluster shares, each server on its own
+// loopback address.
+func clusterPorts(t testing.TB) (api string, flags []string) {
+	port := func() string {
+		_, p, _ := net.SplitHostPort(cairntest.FreeAddr(t))
+		return p
+	}
+	api, ec, ep, np, nc := port(), port(), port(), port(), port()
+	return api, []string{"--etcd-client-port", ec, "--etcd-peer-port", ep, "--nats-port", np, "--nats-cluster-port", nc}
+}
+
+// startServer starts s as `cairn up --node=false` with flags and waits
+// until its apiserver is ready.
+func startServer(t testing.TB, ctx context.Context, bin string, s *server, flags []string) {
+	t.Helper()
+	s.up = cairntest.StartUp(t, t, cairntest.UpConfig{Bin: bin, DataDir: s.dir, Addr: s.addr, StopTimeout: 30 * time.Second,
+		Args: append([]string{"--node=false"}, flags...)})
+	s.up.WaitReady(t, 3*time.Minute, func() error { return readyz(ctx, s.up.Kubeconfig()) })
+}
+
 func readyz(ctx context.Context, kubeconfig string) error {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -215,7 +235,7 @@ func client(t *testing.T, s *server) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(rc)
 }
 
-func status(t *testing.T, bin, dir string) string {
+func status(t testing.TB, bin, dir string) string {
 	t.Helper()
 	r := cairntest.Run(t, time.Minute, bin, "cluster", "status", "--data-dir", dir)
 	if r.Err != nil {
@@ -225,7 +245,7 @@ func status(t *testing.T, bin, dir string) string {
 }
 
 // waitStatus polls cluster status until check passes.
-func waitStatus(t *testing.T, bin, dir string, timeout time.Duration, check func(string) error) {
+func waitStatus(t testing.TB, bin, dir string, timeout time.Duration, check func(string) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
