@@ -324,7 +324,7 @@ func (s *Sharder) watch(ctx context.Context, kick chan<- struct{}, seen map[stri
 // changed reports whether e, an update of the bucket, calls for a round.
 func (s *Sharder) changed(e jetstream.KeyValueEntry, seen map[string]time.Time) bool {
 	deleted := e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
-	member, ok := strings.CutPrefix(e.Key(), "m.")
+	member, ok := strings.CutPrefix(e.Key(), memberPrefix)
 	if !ok {
 		return deleted // a lease given up
 	}
@@ -437,7 +437,7 @@ func (s *Sharder) renewLoop(ctx context.Context) {
 
 // heartbeat renews the member key.
 func (s *Sharder) heartbeat(ctx context.Context) {
-	if _, err := s.kv.Put(ctx, "m."+s.cfg.Identity, []byte(s.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil && ctx.Err() == nil {
+	if _, err := s.kv.Put(ctx, memberKey(s.cfg.Identity), []byte(s.cfg.Now().UTC().Format(time.RFC3339Nano))); err != nil && ctx.Err() == nil {
 		s.log.Warn("shard: member heartbeat failed", "err", err)
 	}
 }
@@ -475,7 +475,7 @@ func (s *Sharder) round(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (s *Sharder) members(ctx context.Context) ([]string, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, "m.>")
+	lister, err := s.kv.ListKeysFiltered(ctx, memberPrefix+">")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return []string{s.cfg.Identity}, nil
@@ -484,7 +484,7 @@ func (s *Sharder) members(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for k := range lister.Keys() {
-		out = append(out, strings.TrimPrefix(k, "m."))
+		out = append(out, strings.TrimPrefix(k, memberPrefix))
 	}
 	if !slices.Contains(out, s.cfg.Identity) {
 		out = append(out, s.cfg.Identity)
@@ -508,6 +508,11 @@ func owner(members []string, p int) string {
 }
 
 func leaseKey(p int) string { return "p." + strconv.Itoa(p) }
+
+// memberPrefix starts the key of each member's heartbeat (memberKey).
+const memberPrefix = "m."
+
+func memberKey(identity string) string { return memberPrefix + identity }
 
 func (s *Sharder) acquire(ctx context.Context, p int, wg *sync.WaitGroup) {
 	now := s.cfg.Now()
@@ -692,7 +697,7 @@ func (s *Sharder) deleteLease(ctx context.Context, p int, rev uint64) error {
 func (s *Sharder) releaseAll() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.kv.Delete(ctx, "m."+s.cfg.Identity); err != nil {
+	if err := s.kv.Delete(ctx, memberKey(s.cfg.Identity)); err != nil {
 		s.log.Debug("shard: delete member key", "err", err)
 	}
 	s.mu.Lock()
