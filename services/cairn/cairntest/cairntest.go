@@ -12,11 +12,13 @@ package cairntest
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,17 +48,48 @@ func Build(t testing.TB) string {
 
 // FreeAddr returns a loopback address with a port nobody listens on. A
 // child restarted on it keeps the address (Go listeners set SO_REUSEADDR).
+//
+// The port is drawn from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), which the kernel never hands out for a
+// bind to port 0 or an outgoing connection: a port picked from inside it
+// and closed again could be taken by one of those (the child's own
+// embedded etcd and NATS, or any other test's connection) before the child
+// binds it, which failed a CI run with "address already in use".
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := freePortRange()
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return addr
+	}
+	t.Fatalf("cairntest: no free port in [%d, %d)", lo, hi)
+	return ""
+}
+
+// freePortRange is [10000, the first ephemeral port), or a fixed range
+// under the default ephemeral range (32768) when that cannot be read or
+// leaves too little room.
+func freePortRange() (lo, hi int) {
+	lo, hi = 10000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		t.Fatal(err)
+		return lo, hi
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return lo, hi
 	}
-	return addr
+	if first, err := strconv.Atoi(f[0]); err == nil && first-lo >= 1000 {
+		hi = first
+	}
+	return lo, hi
 }
 
 // Buffer collects a child's output: an io.Writer safe for the child's
