@@ -21,12 +21,14 @@
 //   - Per Service port (names are kube's: service-HASH-ns/name/proto/port,
 //     HASH 8 base32 characters of its SHA-256): a service- chain (the
 //     Cluster policy's endpoints) and a local- chain (the Local policy's:
-//     this node's) that pick an endpoint with "numgen random mod N vmap {
-//     0 : goto endpoint-..., ... }", equal probability for each, the one
-//     the ClusterIP goes to (internalTrafficPolicy) first marking for
-//     masquerade traffic from outside ClusterCIDR; one endpoint- chain per
-//     endpoint that marks hairpin traffic (a pod reaching itself) and
-//     DNATs. NodePorts, externalIPs and load-balancer ingress IPs (not
+//     this node's) that DNAT to an endpoint, equal probability for each,
+//     in one rule: "meta l4proto tcp dnat ip to numgen random mod N map {
+//     0 : 10.1.0.1 . 8080, ... }", the one the ClusterIP goes to
+//     (internalTrafficPolicy) first marking for masquerade traffic from
+//     outside ClusterCIDR. kube-proxy has an endpoint- chain per endpoint
+//     there, reached through a numgen vmap; cairn folds them into the map,
+//     since the kernel's commit costs what the namespace's chains number
+//     (Cost). NodePorts, externalIPs and load-balancer ingress IPs (not
 //     ipMode Proxy) go to an external- chain: externalTrafficPolicy
 //     Cluster marks for masquerade and goes to service-; Local keeps the
 //     client's address and goes to local-, after sending pods (from
@@ -34,10 +36,22 @@
 //     masqueraded) to service-, as kube's short-circuit does. With
 //     loadBalancerSourceRanges, the load-balancer IPs are elements of
 //     firewall-ips whose firewall- chain drops "ip saddr != { ranges }".
-//   - Session affinity ClientIP: a dynamic set affinity-... per endpoint
-//     with the Service's timeout; the endpoint chain adds the client's
-//     address to its set, and the service chain sends a client found in an
-//     endpoint's set to that endpoint before balancing.
+//   - Hairpin (a pod reaching itself through its Service): nat-postrouting
+//     marks for masquerade "ct status dnat ip saddr . ip daddr @hairpin",
+//     the set holding "ep . ep" for every endpoint address of the table's
+//     Services; the Proxier counts each address over the table's Services,
+//     so an address two Services share stays until both drop it. Without
+//     it the pod would drop the reply, which comes from its own address
+//     (TestTrafficHairpin). With several shards, a table whose set lacks
+//     the address neither marks nor NATs, and the kernel runs the next
+//     table's chain, up to the one whose set holds it (Shards).
+//   - Session affinity ClientIP keeps kube's per-endpoint shape, the state
+//     being per endpoint: a dynamic set affinity-... per endpoint with the
+//     Service's timeout, an endpoint- chain per endpoint that adds the
+//     client's address to its set and DNATs ("meta l4proto tcp dnat to
+//     10.1.0.1:8080"), and a service chain that sends a client found in an
+//     endpoint's set to that endpoint, else balances with "numgen random
+//     mod N vmap { 0 : goto endpoint-..., ... }".
 //   - A port without usable endpoints has no chains: its ClusterIP (and
 //     NodePort, externalIPs...) is an element of no-endpoint-services
 //     (no-endpoint-nodeports) whose verdict is "goto reject-chain", so a
@@ -78,8 +92,9 @@
 // writes one transaction (nft -f, or with Config.Netlink one netlink batch,
 // as a node's proxy does: see Cost): map elements deleted or added where
 // their verdict changed, changed chains added, flushed and rewritten
-// (endpoint chains first), chains no longer wanted flushed and then
-// deleted. An unchanged Service is not in the transaction, so a sync's
+// (affinity's endpoint chains first), chains no longer wanted flushed and
+// then deleted, hairpin elements whose count went to or from 0 deleted or
+// added. An unchanged Service is not in the transaction, so a sync's
 // size follows the change, not the number of Services. The first Sync, and the one after a failure
 // or Resync, is full: it writes the fixed objects, empties the maps, writes
 // every Service, and deletes chains and sets of the table nobody wants; so a
