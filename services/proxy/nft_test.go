@@ -142,17 +142,26 @@ func realNFT(t *testing.T) {
 
 // TestNetlinkMatchesNFT drives one Proxier through changes of every kind
 // with its incremental Syncs over netlink, then rewrites the same state in
-// full through nft: nft must list the same table both times, so the
+// full through nft: nft must list the same tables both times, so the
 // netlink translation of every rule, set and element is what nft makes.
-func TestNetlinkMatchesNFT(t *testing.T) { inOwnNetNS(t, "TestNetlinkMatchesNFT", netlinkMatchesNFT) }
+func TestNetlinkMatchesNFT(t *testing.T) {
+	inOwnNetNS(t, "TestNetlinkMatchesNFT", func(t *testing.T) { netlinkMatchesNFT(t, 0) })
+}
 
-func netlinkMatchesNFT(t *testing.T) {
+// TestNetlinkMatchesNFTShards is TestNetlinkMatchesNFT with 2 Services a
+// shard table: the Services move as shards come (and their hairpin
+// elements with them), and every table must list as nft writes it.
+func TestNetlinkMatchesNFTShards(t *testing.T) {
+	inOwnNetNS(t, "TestNetlinkMatchesNFTShards", func(t *testing.T) { netlinkMatchesNFT(t, 2) })
+}
+
+func netlinkMatchesNFT(t *testing.T, shardServices int) {
 	ctx := context.Background()
 	nft, err := NewNFT("")
 	if err != nil {
 		t.Fatalf("NewNFT: %v", err)
 	}
-	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true, NodeName: thisNode})
+	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true, NodeName: thisNode, ShardServices: shardServices})
 	p.SetService(service("keep", "172.30.0.40"))
 	p.SetEndpointSlice(slice("keep", "k1", ep{"10.180.0.20", "ready"}))
 	p.SetService(service("gone", "172.30.0.44", clientIP, nodePort(30090)))
@@ -210,11 +219,11 @@ func netlinkMatchesNFT(t *testing.T) {
 			t.Fatalf("step %d: incremental Sync over netlink: %+v, %v", i, res, err)
 		}
 	}
-	list := func() []string {
+	list := func() []string { // every table of the namespace: the proxy's
 		t.Helper()
-		out, err := exec.Command("nft", "list", "table", "ip", TableName).CombinedOutput()
+		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
 		if err != nil {
-			t.Fatalf("nft list table: %v: %s", err, out)
+			t.Fatalf("nft list ruleset: %v: %s", err, out)
 		}
 		return normalizeListing(string(out))
 	}
@@ -231,9 +240,10 @@ func netlinkMatchesNFT(t *testing.T) {
 		}
 	}
 	sort.Strings(viaNetlink)
+	shards := p.shards
 	p.Resync()
-	if res, err := p.Sync(ctx); err != nil || !res.Full {
-		t.Fatalf("full rewrite: %+v, %v", res, err)
+	if res, err := p.Sync(ctx); err != nil || !res.Full || res.Shards != shards {
+		t.Fatalf("full rewrite: %+v, %v; want %d shards as before", res, err, shards)
 	}
 	viaNFT := list()
 	if strings.Join(viaNetlink, "\n") != strings.Join(viaNFT, "\n") {
