@@ -64,7 +64,16 @@ var baseChains = []baseChain{
 	}},
 	{name: "nat-prerouting", typ: knftables.NATType, hook: knftables.PreroutingHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
 	{name: "nat-output", typ: knftables.NATType, hook: knftables.OutputHook, priority: knftables.DNATPriority, rules: []string{"jump " + servicesChain}},
-	{name: "nat-postrouting", typ: knftables.NATType, hook: knftables.PostroutingHook, priority: knftables.SNATPriority, rules: []string{"jump " + masqueradingChain}},
+	// Hairpin: a connection DNATed to its own source address (a pod
+	// reaching itself through its Service) is masqueraded, or the pod
+	// would drop the reply, which comes from its own address. The set
+	// holds the addresses of this table's endpoints; a connection to
+	// another table's endpoint passes here unmatched (and, unless marked
+	// otherwise, not NATed), so the kernel runs the next table's chain.
+	{name: "nat-postrouting", typ: knftables.NATType, hook: knftables.PostroutingHook, priority: knftables.SNATPriority, rules: []string{
+		knftables.Concat("ct status dnat ip saddr . ip daddr", "@"+hairpinSet, "jump", markMasqChain),
+		"jump " + masqueradingChain,
+	}},
 }
 
 // baseMaps are the verdict maps the Services' elements go into.
@@ -76,8 +85,13 @@ var baseMaps = []knftables.Map{
 	{Name: firewallIPsMap, Type: "ipv4_addr . inet_proto . inet_service : verdict", Comment: knftables.PtrTo("destinations that are subject to LoadBalancerSourceRanges")},
 }
 
+// baseSets are the sets whose elements the Services' endpoints make.
+var baseSets = []knftables.Set{
+	{Name: hairpinSet, Type: "ipv4_addr . ipv4_addr", Comment: knftables.PtrTo("endpoint . endpoint, for hairpin masquerade")},
+}
+
 // writeBase adds to tx shard table's table and its fixed objects and
-// empties its maps (the full Sync adds every Service's elements again).
+// empties its maps and sets (the full Sync adds every Service's elements again).
 // existing is what the table holds now (nil: nothing); its chains and sets
 // that are neither fixed nor wanted by one of the shard's Services (rules)
 // are returned, for removal at the end of the transaction: what a previous
@@ -85,12 +99,18 @@ var baseMaps = []knftables.Map{
 func writeBase(tx *knftables.Transaction, table string, rules []*serviceRules, existing *tableObjects) staleObjects {
 	tx.Add(&knftables.Table{Family: knftables.IPv4Family, Name: table, Comment: knftables.PtrTo("rules for cairn proxy")})
 	keep := map[string]bool{}
-	// Maps first: the fixed chains' rules refer to them.
+	// Maps and sets first: the fixed chains' rules refer to them.
 	for _, m := range baseMaps {
 		m.Family, m.Table = knftables.IPv4Family, table
 		tx.Add(&m)
 		tx.Flush(&m)
 		keep[m.Name] = true
+	}
+	for _, s := range baseSets {
+		s.Family, s.Table = knftables.IPv4Family, table
+		tx.Add(&s)
+		tx.Flush(&s)
+		keep[s.Name] = true
 	}
 	for _, c := range baseChains {
 		chain := &knftables.Chain{Family: knftables.IPv4Family, Table: table, Name: c.name}

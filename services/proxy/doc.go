@@ -21,12 +21,14 @@
 //   - Per Service port (names are kube's: service-HASH-ns/name/proto/port,
 //     HASH 8 base32 characters of its SHA-256): a service- chain (the
 //     Cluster policy's endpoints) and a local- chain (the Local policy's:
-//     this node's) that pick an endpoint with "numgen random mod N vmap {
-//     0 : goto endpoint-..., ... }", equal probability for each, the one
-//     the ClusterIP goes to (internalTrafficPolicy) first marking for
-//     masquerade traffic from outside ClusterCIDR; one endpoint- chain per
-//     endpoint that marks hairpin traffic (a pod reaching itself) and
-//     DNATs. NodePorts, externalIPs and load-balancer ingress IPs (not
+//     this node's) that DNAT to an endpoint, equal probability for each,
+//     in one rule: "meta l4proto tcp dnat ip to numgen random mod N map {
+//     0 : 10.1.0.1 . 8080, ... }", the one the ClusterIP goes to
+//     (internalTrafficPolicy) first marking for masquerade traffic from
+//     outside ClusterCIDR. kube-proxy has an endpoint- chain per endpoint
+//     there, reached through a numgen vmap; cairn folds them into the map,
+//     since the kernel's commit costs what the namespace's chains number
+//     (Cost). NodePorts, externalIPs and load-balancer ingress IPs (not
 //     ipMode Proxy) go to an external- chain: externalTrafficPolicy
 //     Cluster marks for masquerade and goes to service-; Local keeps the
 //     client's address and goes to local-, after sending pods (from
@@ -34,10 +36,22 @@
 //     masqueraded) to service-, as kube's short-circuit does. With
 //     loadBalancerSourceRanges, the load-balancer IPs are elements of
 //     firewall-ips whose firewall- chain drops "ip saddr != { ranges }".
-//   - Session affinity ClientIP: a dynamic set affinity-... per endpoint
-//     with the Service's timeout; the endpoint chain adds the client's
-//     address to its set, and the service chain sends a client found in an
-//     endpoint's set to that endpoint before balancing.
+//   - Hairpin (a pod reaching itself through its Service): nat-postrouting
+//     marks for masquerade "ct status dnat ip saddr . ip daddr @hairpin",
+//     the set holding "ep . ep" for every endpoint address of the table's
+//     Services; the Proxier counts each address over the table's Services,
+//     so an address two Services share stays until both drop it. Without
+//     it the pod would drop the reply, which comes from its own address
+//     (TestTrafficHairpin). With several shards, a table whose set lacks
+//     the address neither marks nor NATs, and the kernel runs the next
+//     table's chain, up to the one whose set holds it (Shards).
+//   - Session affinity ClientIP keeps kube's per-endpoint shape, the state
+//     being per endpoint: a dynamic set affinity-... per endpoint with the
+//     Service's timeout, an endpoint- chain per endpoint that adds the
+//     client's address to its set and DNATs ("meta l4proto tcp dnat to
+//     10.1.0.1:8080"), and a service chain that sends a client found in an
+//     endpoint's set to that endpoint, else balances with "numgen random
+//     mod N vmap { 0 : goto endpoint-..., ... }".
 //   - A port without usable endpoints has no chains: its ClusterIP (and
 //     NodePort, externalIPs...) is an element of no-endpoint-services
 //     (no-endpoint-nodeports) whose verdict is "goto reject-chain", so a
@@ -78,8 +92,9 @@
 // writes one transaction (nft -f, or with Config.Netlink one netlink batch,
 // as a node's proxy does: see Cost): map elements deleted or added where
 // their verdict changed, changed chains added, flushed and rewritten
-// (endpoint chains first), chains no longer wanted flushed and then
-// deleted. An unchanged Service is not in the transaction, so a sync's
+// (affinity's endpoint chains first), chains no longer wanted flushed and
+// then deleted, hairpin elements whose count went to or from 0 deleted or
+// added. An unchanged Service is not in the transaction, so a sync's
 // size follows the change, not the number of Services. The first Sync, and the one after a failure
 // or Resync, is full: it writes the fixed objects, empties the maps, writes
 // every Service, and deletes chains and sets of the table nobody wants; so a
@@ -190,7 +205,7 @@
 // right.) Full Syncs, the first and a restart's, stay nft transactions,
 // one per shard table: the kernel walks its whole transaction list for
 // every anonymous map a rule binds (__nft_set_trans_bind; every Service's
-// numgen vmap is one), so a transaction of all Services costs the square
+// numgen map is one), so a transaction of all Services costs the square
 // of their number: with perf, 92% of a 10,000-Service full Sync in one
 // transaction was that function (program all 5m12s). One transaction per
 // shard of 500 cut it to 48 s (1,000 Services: 3.8 to 2.0 s).
@@ -244,26 +259,57 @@
 // 240 ms at 1,000 and 28.2 s at 10,000 Services (nft dumps all 20
 // tables), 350x the netlink p50.
 //
-// What grows in the kernel is found with perf (perf record -g on the test
+// What grew in the kernel was found with perf (perf record -g on the test
 // process during the 50 changes, CAIRN_PROXY_COST_LAYOUT=shards): at 1,000
-// Services the commit's time is mostly table validation
+// Services the commit's time was mostly table validation
 // (nft_chain_validate, nft_setelem_validate), nf_tables_commit's own time
-// a seventh of it; at 10,000 Services nf_tables_commit's own time is 55% of
-// the samples, against 21% for nft_chain_validate. That is the commit's
-// step 2, which visits every chain of every table in the namespace
-// (nf_tables_commit_chain on each) whatever the batch touched: it grows
-// with the number of chains, about 11 per Service of 10 endpoints (the
-// service chain and one per endpoint, as in kube-proxy's nftables mode),
-// so 110,000 at 10,000 Services. No layout of tables avoids it; fewer
-// chains would (endpoint chains folded into maps: a dnat map keyed by the
-// numgen value, the hairpin check as one set of address pairs), which is
-// not done. Same run, same binary (load 8-10), per change over netlink:
+// a seventh of it; at 10,000 Services nf_tables_commit's own time was 55%
+// of the samples, against 21% for nft_chain_validate. That is the
+// commit's step 2, which visits every chain of every table in the
+// namespace (nf_tables_commit_chain on each) whatever the batch touched:
+// it grows with the number of chains, then about 11 per Service of 10
+// endpoints (the service chain and one per endpoint, as in kube-proxy's
+// nftables mode), so 110,000 at 10,000 Services. Same run, same binary
+// (load 8-10), per change over netlink, before the fold (below):
 //
 //	Services  p50 / p99         system time  program all (a transaction per shard)
 //	1,000     24.0 / 32.9 ms    13.5 ms      2.0 s
 //	10,000    60.7 / 156 ms     29.4 ms      48.0 s
 //
-// 2.5x the p50 and 2.2x the kernel time at 10x the Services.
+// (2.5x the p50 and 2.2x the kernel time at 10x the Services). Hence the
+// fold (The table): a Service without session affinity has one chain per
+// policy it uses (service-; local-, external-, firewall- where its
+// traffic policies, NodePort or source ranges want them) and none per
+// endpoint, its endpoints being elements of the dnat rule's anonymous map
+// and of the table's hairpin set; 10,000 such Services make about 10,000
+// chains, not 110,000, and the chain graph a commit validates holds one
+// chain a Service, not 11. A change rewrites one chain and adds or
+// deletes a hairpin element, where it rewrote the service chain's vmap of
+// endpoint chains and flushed and deleted one of them. TestSyncCost
+// (CAIRN_PROXY_COST=1000,10000 CAIRN_PROXY_COST_NFT=0
+// CAIRN_PROXY_COST_LAYOUT=shards), a build of the commit before the fold
+// and one after it run one after the other, three times, the shared
+// 2-core machine at a load of 10-18, per change of one EndpointSlice over
+// netlink:
+//
+//	Services  rules            p50 / p99: run 1   run 2            run 3            system time: 1 / 2 / 3   program all
+//	1,000     endpoint chains  11.4 / 124 ms      5.09 / 110 ms    5.42 / 124 ms    8.92 / 5.66 / 4.91 ms    7.5 / 7.0 / 7.3 s
+//	1,000     folded           1.27 / 97.7 ms     2.37 / 29.3 ms   1.44 / 13.1 ms   0.66 / 1.66 / 1.01 ms    3.4 / 3.4 / 1.0 s
+//	10,000    endpoint chains  55.4 / 177 ms      34.2 / 213 ms    21.2 / 75.1 ms   18.1 / 20.7 / 18.7 ms    87 / 91 / 70 s
+//	10,000    folded           1.86 / 40.9 ms     3.32 / 14.3 ms   2.90 / 12.9 ms   1.32 / 1.96 / 1.70 ms    35 / 31 / 11 s
+//
+// Folded, a change's p50 is 1.3-3.3 ms, 2-9x less than with endpoint
+// chains at 1,000 Services and 7-30x less at 10,000, and programming all
+// takes 2-7x less. At 10x the Services the p50 is 1.4-2.0x (3.9-6.7x with
+// endpoint chains) and the system time 1.2-2.0x (2.0-3.8x). It is not
+// quite flat, presumably because the commit still visits every chain of
+// the namespace, now about one a Service (not profiled again: perf on the
+// test process caught too few samples of the 50 changes to tell); at
+// 10,000 Services a change's system time is 1.3-2.0 ms. The p99s are the
+// loaded machine's (a Sync that waited for a CPU), not the change's.
+// Session affinity ClientIP keeps an endpoint chain per endpoint (its
+// sets are per endpoint), so a node whose Services all use it has the
+// cost of the table before the fold.
 //
 // BenchmarkProxy measured the whole path, 1,000 Services x 10 endpoints
 // written through a real apiserver, a node's proxy in a namespace: all
@@ -274,7 +320,11 @@
 // 8.4/55 ms, rewrite 3.23 s (387x), load 15-20; with the traffic-policy
 // rules 3.25 s, 13.7/41.8 ms, rewrite 6.60 s (482x), load 4-11. With a
 // transaction per shard table in a full Sync: 1.87 s, 26.4/37.9 ms,
-// rewrite 2.04 s (77x), load ~3.
+// rewrite 2.04 s (77x), load ~3. With the endpoint chains folded, a build
+// before and one after run one after the other (load 10-13): 1.31 s,
+// 4.40/29.0 ms, rewrite 3.38 s (768x), against 3.97 s, 10.7/44.0 ms,
+// rewrite 3.23 s (301x) before: a restarted proxy's rewrite, written
+// through nft, did not get cheaper in that one run.
 //
 // # Not yet done
 //

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,7 +46,7 @@ func (f *fakeNFT) tableNames() []string {
 }
 
 // addState adds to st what the Services put in table: chains other than
-// the fixed ones, map elements, sets.
+// the fixed ones, the elements of the fixed maps and sets, the other sets.
 func (f *fakeNFT) addState(st *state, table string) {
 	f.RLock()
 	defer f.RUnlock()
@@ -75,7 +76,16 @@ func (f *fakeNFT) addState(st *state, table string) {
 			st.Elements = append(st.Elements, m.Name+": "+strings.Join(e.Key, " . ")+" : "+strings.Join(e.Value, " "))
 		}
 	}
+	for _, s := range baseSets {
+		if fs := t.Sets[s.Name]; fs != nil {
+			for _, e := range fs.Elements {
+				st.Elements = append(st.Elements, s.Name+": "+strings.Join(e.Key, " . "))
+			}
+		}
+	}
 	for name := range t.Sets {
-		st.Sets = append(st.Sets, name)
+		if !slices.ContainsFunc(baseSets, func(s knftables.Set) bool { return s.Name == name }) {
+			st.Sets = append(st.Sets, name)
+		}
 	}
 }

@@ -27,9 +27,10 @@ type netlinkWriter struct {
 	netns string
 }
 
-// write applies the plans and the deletion of the tables gone (after
-// them) in one batch and returns its operation count.
-func (w *netlinkWriter) write(plans []*plan, gone []string) (int, error) {
+// write applies the plans, the hairpin sets' changes and the deletion of
+// the tables gone (after them) in one batch and returns its operation
+// count.
+func (w *netlinkWriter) write(plans []*plan, hairpin map[string]*setChange, gone []string) (int, error) {
 	conn, closeConn, err := nlConn(w.netns)
 	if err != nil {
 		return 0, err
@@ -37,7 +38,7 @@ func (w *netlinkWriter) write(plans []*plan, gone []string) (int, error) {
 	defer closeConn()
 	state := &nlState{conn: conn}
 	tables := map[string]*nlBatch{}
-	writePlans(plans, func(table string) tableWriter {
+	writePlans(plans, hairpin, func(table string) tableWriter {
 		b := tables[table]
 		if b == nil {
 			b = &nlBatch{nlState: state, table: &nftables.Table{Name: table, Family: nftables.TableFamilyIPv4}}
@@ -136,6 +137,38 @@ func (b *nlBatch) addSet(s knftables.Set) {
 	b.fail(b.conn.AddSet(set, nil))
 }
 
+// addSetElement and deleteSetElement change a named set of concatenated
+// IPv4 addresses (the hairpin set).
+func (b *nlBatch) addSetElement(set string, key []string) {
+	b.setElement(set, key, b.conn.SetAddElements)
+}
+
+func (b *nlBatch) deleteSetElement(set string, key []string) {
+	b.setElement(set, key, b.conn.SetDeleteElements)
+}
+
+func (b *nlBatch) setElement(set string, key []string, op func(*nftables.Set, []nftables.SetElement) error) {
+	k, err := addrsKey(key)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.ops++
+	b.fail(op(&nftables.Set{Table: b.table, Name: set}, []nftables.SetElement{{Key: k}}))
+}
+
+func addrsKey(fields []string) ([]byte, error) {
+	var key []byte
+	for _, f := range fields {
+		ip, err := ip4(f)
+		if err != nil {
+			return nil, err
+		}
+		key = append(key, ip...)
+	}
+	return key, nil
+}
+
 func (b *nlBatch) writeChain(name string, rules []string) {
 	c := b.chain(name)
 	b.conn.AddChain(c)
@@ -162,12 +195,13 @@ func (b *nlBatch) deleteSet(name string) {
 // The rule shapes buildPort writes (rules.go), as nft reads them.
 var (
 	reMasqFromOutside = regexp.MustCompile(`^ip daddr (\S+) (tcp|udp|sctp) dport (\d+) ip saddr != (\S+) jump (\S+)$`)
-	reSaddrJump       = regexp.MustCompile(`^ip saddr ([0-9.]+) jump (\S+)$`)
 	reUpdateSet       = regexp.MustCompile(`^update @(\S+) \{ ip saddr \}$`)
 	reSaddrInSet      = regexp.MustCompile(`^ip saddr @(\S+) goto (\S+)$`)
 	reDNAT            = regexp.MustCompile(`^meta l4proto (tcp|udp|sctp) dnat to ([0-9.]+):(\d+)$`)
 	reNumgen          = regexp.MustCompile(`^numgen random mod (\d+) vmap \{ (.*) \}$`)
 	reNumgenItem      = regexp.MustCompile(`^(\d+) : goto (\S+)$`)
+	reDNATMap         = regexp.MustCompile(`^meta l4proto (tcp|udp|sctp) dnat ip to numgen random mod (\d+) map \{ (.*) \}$`)
+	reDNATMapItem     = regexp.MustCompile(`^(\d+) : ([0-9.]+) \. (\d+)$`)
 	reVerdict         = regexp.MustCompile(`^(jump|goto) (\S+)$`)
 	reSaddrCIDR       = regexp.MustCompile(`^ip saddr ([0-9.]+/\d+) (jump|goto) (\S+)$`)
 	reFibLocal        = regexp.MustCompile(`^fib saddr type local (jump|goto) (\S+)$`)
@@ -199,13 +233,6 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 			cmp(expr.CmpOpNeq, []byte(cidr.IP.To4())),
 			&expr.Verdict{Kind: expr.VerdictJump, Chain: m[5]})
 		return out, nil
-	}
-	if m := reSaddrJump.FindStringSubmatch(rule); m != nil {
-		saddr, err := ip4(m[1])
-		if err != nil {
-			return nil, err
-		}
-		return []expr.Any{loadAddr(12), cmp(expr.CmpOpEq, saddr), &expr.Verdict{Kind: expr.VerdictJump, Chain: m[2]}}, nil
 	}
 	if m := reSaddrCIDR.FindStringSubmatch(rule); m != nil {
 		_, cidr, err := net.ParseCIDR(m[1])
@@ -251,6 +278,9 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 	if m := reNumgen.FindStringSubmatch(rule); m != nil {
 		return b.numgen(rule, m[1], m[2])
 	}
+	if m := reDNATMap.FindStringSubmatch(rule); m != nil {
+		return b.dnatMap(rule, m[1], m[2], m[3])
+	}
 	if m := reVerdict.FindStringSubmatch(rule); m != nil {
 		return []expr.Any{jumpOrGoto(m[1], m[2])}, nil
 	}
@@ -258,31 +288,76 @@ func (b *nlBatch) ruleExprs(rule string) ([]expr.Any, error) {
 }
 
 // numgen is "numgen random mod N vmap { 0 : goto A , ... }": a random
-// number into a register, looked up in an anonymous constant verdict map
-// keyed by 32-bit integers in host order, as nft builds it.
+// number into a register, looked up in an anonymous constant verdict map,
+// as nft builds it.
 func (b *nlBatch) numgen(rule, mod, items string) ([]expr.Any, error) {
+	return b.numgenLookup(rule, mod, strings.Split(items, " , "), reNumgenItem, nftables.TypeVerdict, 0,
+		func(m []string) (nftables.SetElement, error) {
+			return nftables.SetElement{VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: m[2]}}, nil
+		})
+}
+
+// dnatMap is "meta l4proto P dnat ip to numgen random mod N map { 0 : A .
+// PORT, ... }", as nft builds it: the map's data, ipv4_addr . inet_service
+// (each padded to 4 bytes), fills the 32-bit registers 8 and 9 (register
+// 1's first two words); the NAT reads the address from register 1 and the
+// port from register 9.
+func (b *nlBatch) dnatMap(rule, proto, mod, items string) ([]expr.Any, error) {
+	out, err := b.numgenLookup(rule, mod, strings.Split(items, ", "), reDNATMapItem, addrPort, 1,
+		func(m []string) (nftables.SetElement, error) {
+			addr, err := ip4(m[2])
+			if err != nil {
+				return nftables.SetElement{}, err
+			}
+			port, err := port16(m[3])
+			if err != nil {
+				return nftables.SetElement{}, err
+			}
+			return nftables.SetElement{Val: append(append(addr, port...), 0, 0)}, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	out = append(l4proto(proto), out...)
+	return append(out, &expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 9, Specified: true}), nil
+}
+
+// addrPort is the data type ipv4_addr . inet_service.
+var addrPort = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
+
+// numgenLookup is "numgen random mod N" and the lookup of its value in an
+// anonymous constant map (added to the batch) keyed by 32-bit integers in
+// host order, as nft builds it, whose data goes to register dreg (0 for a
+// verdict). Each item matches re, its key first; data makes the element's
+// value of the rest.
+func (b *nlBatch) numgenLookup(rule, mod string, items []string, re *regexp.Regexp, dataType nftables.SetDatatype, dreg uint32,
+	data func(m []string) (nftables.SetElement, error)) ([]expr.Any, error) {
 	n, err := strconv.Atoi(mod)
 	if err != nil || n <= 0 {
 		return nil, fmt.Errorf("rule %q: bad modulus", rule)
 	}
 	var elems []nftables.SetElement
-	for _, item := range strings.Split(items, " , ") {
-		m := reNumgenItem.FindStringSubmatch(item)
+	for _, item := range items {
+		m := re.FindStringSubmatch(item)
 		if m == nil {
-			return nil, fmt.Errorf("rule %q: vmap item %q", rule, item)
+			return nil, fmt.Errorf("rule %q: map item %q", rule, item)
+		}
+		e, err := data(m)
+		if err != nil {
+			return nil, fmt.Errorf("rule %q: %w", rule, err)
 		}
 		k, _ := strconv.Atoi(m[1])
-		elems = append(elems, nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(k)),
-			VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: m[2]}})
+		e.Key = binaryutil.NativeEndian.PutUint32(uint32(k))
+		elems = append(elems, e)
 	}
 	set := &nftables.Set{Table: b.table, Anonymous: true, Constant: true, IsMap: true,
-		KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict, KeyByteOrder: binaryutil.NativeEndian}
+		KeyType: nftables.TypeInteger, DataType: dataType, KeyByteOrder: binaryutil.NativeEndian}
 	if err := b.conn.AddSet(set, elems); err != nil {
 		return nil, fmt.Errorf("rule %q: %w", rule, err)
 	}
 	return []expr.Any{
 		&expr.Numgen{Register: 1, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM},
-		&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetID: set.ID, SetName: set.Name},
+		&expr.Lookup{SourceRegister: 1, DestRegister: dreg, IsDestRegSet: true, SetID: set.ID, SetName: set.Name},
 	}, nil
 }
 

@@ -97,7 +97,9 @@ func realNFT(t *testing.T) {
 		"172.30.0.41 . tcp . 80 : goto " + svc1Chain,
 		"tcp . 30080 : goto external-",
 		"172.30.0.43 . tcp . 80 : goto reject-chain",
-		"dnat to 10.180.0.7:80",
+		"meta l4proto tcp dnat ip to numgen random mod 1 map { 0 : 10.180.0.7 . 80 }",
+		"10.180.0.7 . 10.180.0.7", // hairpin
+		"ct status dnat ip saddr . ip daddr @hairpin jump mark-for-masquerade",
 		"masquerade fully-random",
 		"type nat hook prerouting priority dstnat",
 	} {
@@ -113,13 +115,13 @@ func realNFT(t *testing.T) {
 		t.Fatalf("incremental Sync: %+v, %v", res, err)
 	}
 	table = list()
-	for _, gone := range []string{"ns1/svc1/", "172.30.0.41", ": goto reject-chain"} {
+	for _, gone := range []string{"ns1/svc1/", "172.30.0.41", ": goto reject-chain", "10.180.0.1 . 10.180.0.1"} {
 		if strings.Contains(table, gone) {
 			t.Errorf("after the update nft list table still has %q:\n%s", gone, table)
 		}
 	}
-	if !strings.Contains(table, "dnat to 10.180.0.9:80") {
-		t.Errorf("after the update no DNAT to the new endpoint:\n%s", table)
+	if !strings.Contains(table, "map { 0 : 10.180.0.9 . 80 }") || !strings.Contains(table, "10.180.0.9 . 10.180.0.9") {
+		t.Errorf("after the update no DNAT to the new endpoint, or no hairpin element:\n%s", table)
 	}
 
 	// Restart: a new Proxier takes the table over; np deleted meanwhile.
@@ -130,27 +132,36 @@ func realNFT(t *testing.T) {
 		t.Fatalf("Sync after restart: %v", err)
 	}
 	table = list()
-	if strings.Contains(table, "ns1/np/") || strings.Contains(table, "30080") {
+	if strings.Contains(table, "ns1/np/") || strings.Contains(table, "30080") || strings.Contains(table, "10.180.0.7") {
 		t.Errorf("after restart the deleted Service's rules remain:\n%s", table)
 	}
-	if !strings.Contains(table, "dnat to 10.180.0.9:80") {
+	if !strings.Contains(table, "map { 0 : 10.180.0.9 . 80 }") {
 		t.Errorf("after restart the kept Service's rules are gone:\n%s", table)
 	}
 }
 
 // TestNetlinkMatchesNFT drives one Proxier through changes of every kind
 // with its incremental Syncs over netlink, then rewrites the same state in
-// full through nft: nft must list the same table both times, so the
+// full through nft: nft must list the same tables both times, so the
 // netlink translation of every rule, set and element is what nft makes.
-func TestNetlinkMatchesNFT(t *testing.T) { inOwnNetNS(t, "TestNetlinkMatchesNFT", netlinkMatchesNFT) }
+func TestNetlinkMatchesNFT(t *testing.T) {
+	inOwnNetNS(t, "TestNetlinkMatchesNFT", func(t *testing.T) { netlinkMatchesNFT(t, 0) })
+}
 
-func netlinkMatchesNFT(t *testing.T) {
+// TestNetlinkMatchesNFTShards is TestNetlinkMatchesNFT with 2 Services a
+// shard table: the Services move as shards come (and their hairpin
+// elements with them), and every table must list as nft writes it.
+func TestNetlinkMatchesNFTShards(t *testing.T) {
+	inOwnNetNS(t, "TestNetlinkMatchesNFTShards", func(t *testing.T) { netlinkMatchesNFT(t, 2) })
+}
+
+func netlinkMatchesNFT(t *testing.T, shardServices int) {
 	ctx := context.Background()
 	nft, err := NewNFT("")
 	if err != nil {
 		t.Fatalf("NewNFT: %v", err)
 	}
-	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true, NodeName: thisNode})
+	p := New(nft, Config{ClusterCIDR: cidr, Netlink: true, NodeName: thisNode, ShardServices: shardServices})
 	p.SetService(service("keep", "172.30.0.40"))
 	p.SetEndpointSlice(slice("keep", "k1", ep{"10.180.0.20", "ready"}))
 	p.SetService(service("gone", "172.30.0.44", clientIP, nodePort(30090)))
@@ -190,6 +201,16 @@ func netlinkMatchesNFT(t *testing.T) {
 			p.SetEndpointSlice(on(slice("itp", "i1", ep{"10.180.0.11", "unready"}, ep{"10.180.0.12", "ready"}), thisNode, "10.180.0.11"))
 			p.SetEndpointSlice(on(slice("etp", "e1", ep{"10.180.0.13", "unready"}, ep{"10.180.0.14", "ready"}), thisNode, "10.180.0.13"))
 		},
+		func() { // three endpoints without affinity, one of them svc1's too
+			p.SetService(service("multi", "172.30.0.48"))
+			p.SetEndpointSlice(slice("multi", "m1", ep{"10.180.0.2", "ready"}, ep{"10.180.0.21", "ready"}, ep{"10.180.0.22", "ready"}))
+		},
+		func() { // one unready: its hairpin element goes
+			p.SetEndpointSlice(slice("multi", "m1", ep{"10.180.0.2", "ready"}, ep{"10.180.0.21", "unready"}, ep{"10.180.0.22", "ready"}))
+		},
+		func() { // svc1 drops 10.180.0.2: its hairpin element stays, for multi
+			p.SetEndpointSlice(slice("svc1", "s1", ep{"10.180.0.1", "unready"}, ep{"10.180.0.3", "ready"}, ep{"10.180.0.4", "ready"}))
+		},
 	}
 	for i, step := range steps {
 		step()
@@ -198,37 +219,40 @@ func netlinkMatchesNFT(t *testing.T) {
 			t.Fatalf("step %d: incremental Sync over netlink: %+v, %v", i, res, err)
 		}
 	}
-	list := func() []string {
+	list := func() []string { // every table of the namespace: the proxy's
 		t.Helper()
-		out, err := exec.Command("nft", "list", "table", "ip", TableName).CombinedOutput()
+		out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
 		if err != nil {
-			t.Fatalf("nft list table: %v: %s", err, out)
+			t.Fatalf("nft list ruleset: %v: %s", err, out)
 		}
 		return normalizeListing(string(out))
 	}
 	// google/nftables marks every anonymous set's keys big-endian for
-	// nft's printer; the numgen map's keys are host-order integers (as the
+	// nft's printer; the numgen maps' keys are host-order integers (as the
 	// kernel compares them, see TestTrafficNetlink), so nft prints those it
-	// did not write byte-swapped.
+	// did not write byte-swapped. No other map has integer keys.
 	viaNetlink := list()
 	for i, l := range viaNetlink {
-		if k, rest, ok := strings.Cut(l, " : goto endpoint-"); ok {
+		if k, rest, ok := strings.Cut(l, " : "); ok {
 			if n, err := strconv.ParseUint(k, 10, 32); err == nil {
-				viaNetlink[i] = strconv.FormatUint(uint64(bits.ReverseBytes32(uint32(n))), 10) + " : goto endpoint-" + rest
+				viaNetlink[i] = strconv.FormatUint(uint64(bits.ReverseBytes32(uint32(n))), 10) + " : " + rest
 			}
 		}
 	}
 	sort.Strings(viaNetlink)
+	shards := p.shards
 	p.Resync()
-	if res, err := p.Sync(ctx); err != nil || !res.Full {
-		t.Fatalf("full rewrite: %+v, %v", res, err)
+	if res, err := p.Sync(ctx); err != nil || !res.Full || res.Shards != shards {
+		t.Fatalf("full rewrite: %+v, %v; want %d shards as before", res, err, shards)
 	}
 	viaNFT := list()
 	if strings.Join(viaNetlink, "\n") != strings.Join(viaNFT, "\n") {
 		t.Errorf("the table written over netlink lists as\n%s\n\nthe same state written by nft as\n%s",
 			strings.Join(viaNetlink, "\n"), strings.Join(viaNFT, "\n"))
 	}
-	for _, want := range []string{"numgen random mod 3 vmap", "update @affinity-", "dnat to 10.180.0.9:80", "tcp . 30080 : goto reject-chain",
+	for _, want := range []string{"numgen random mod 2 vmap {", "update @affinity-", "meta l4proto tcp dnat to 10.180.0.3:80",
+		"meta l4proto tcp dnat ip to numgen random mod 2 map {", "1 : 10.180.0.2 . 80", "0 : 10.180.0.22 . 80", "0 : 10.180.0.9 . 80",
+		"10.180.0.2 . 10.180.0.2", "10.180.0.22 . 10.180.0.22", "tcp . 30080 : goto reject-chain",
 		"fib saddr type local goto service-", "ip saddr " + cidr + " goto service-", "tcp . 30085 : drop", "172.30.0.45 . tcp . 80 : drop",
 		"203.0.113.10 . tcp . 80 : goto external-", "ip saddr != { 10.0.0.0/8", "198.51.100.0/24 } drop", // split at commas
 		"203.0.113.30 . tcp . 80 : goto firewall-"} {
@@ -239,13 +263,17 @@ func netlinkMatchesNFT(t *testing.T) {
 }
 
 // normalizeListing makes nft list output comparable regardless of the
-// order objects were created in: one item per line (map elements split),
-// sorted, blank lines dropped.
+// order objects were created in: one item per line (map elements split,
+// those of a rule's anonymous map too), sorted, blank lines dropped.
 func normalizeListing(s string) []string {
 	var out []string
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
 		line = strings.TrimPrefix(line, "elements = {")
+		if i := strings.Index(line, "map { "); i >= 0 {
+			out = append(out, line[:i+len("map {")])
+			line = line[i+len("map { "):]
+		}
 		for _, part := range strings.Split(line, ",") {
 			part = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(part), "}"))
 			if part != "" {

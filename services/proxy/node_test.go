@@ -87,7 +87,7 @@ func TestRunNode(t *testing.T) {
 		t.Errorf("cairn_proxy_rules_programmed{kind=elements} = %v, want at least 3", got)
 	}
 	table := nsTable(t, ns)
-	if !strings.Contains(table, "dnat to "+APIServerAddress+":"+fmt.Sprint(port)) {
+	if !strings.Contains(table, " : "+APIServerAddress+" . "+fmt.Sprint(port)) {
 		t.Errorf("the namespace's table has no DNAT to the relay:\n%s", table)
 	}
 	if !hostBefore && hostHasTable() {
@@ -166,9 +166,10 @@ func zonedNode(t *testing.T, env *controlplanetest.Env, ns string, port uint16) 
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// has: the zoned Service's chain DNATs to ip.
 	has := func(table, ip string) bool {
-		for _, line := range strings.Split(table, "\n") {
-			if strings.Contains(line, "default/zoned/tcp/https__"+ip+"/") {
+		for _, chain := range strings.Split(table, "chain ")[1:] {
+			if strings.HasPrefix(chain, "service-") && strings.Contains(chain, "-default/zoned/tcp/https {") && strings.Contains(chain, " : "+ip+" . ") {
 				return true
 			}
 		}

@@ -67,17 +67,6 @@ func hinted(s *discovery.EndpointSlice, zones map[string]string) *discovery.Endp
 func localChain(svc string) string { return "local-" + hashAndTruncate("ns1/"+svc+"/tcp/p80") }
 func extChain(svc string) string   { return "external-" + hashAndTruncate("ns1/"+svc+"/tcp/p80") }
 
-func vmapTo(eps ...string) string {
-	s := "numgen random mod " + itoa(len(eps)) + " vmap { "
-	for i, e := range eps {
-		if i > 0 {
-			s += " , "
-		}
-		s += itoa(i) + " : goto " + e
-	}
-	return s + " }"
-}
-
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestPolicyRules: traffic policies, externalIPs and load-balancer IPs,
@@ -86,7 +75,6 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // TestExternalTrafficPolicy..., TestTopologyHints expectations).
 func TestPolicyRules(t *testing.T) {
 	masq := "ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade"
-	ep1, ep2, ep3 := epChain("svc1", "10.180.0.1"), epChain("svc1", "10.180.0.2"), epChain("svc1", "10.180.0.3")
 	svc, local, ext := svcChain("svc1"), localChain("svc1"), extChain("svc1")
 	// 10.180.0.1 is on this node, the others elsewhere.
 	mixed := func(states ...string) *discovery.EndpointSlice {
@@ -106,14 +94,16 @@ func TestPolicyRules(t *testing.T) {
 		svc    *v1.Service
 		slices []*discovery.EndpointSlice
 		zone   string
-		want   state
+		// hairpin are the endpoint addresses in the hairpin set.
+		hairpin []string
+		want    state
 	}{{
-		name:   "internalTrafficPolicy Local: the ClusterIP goes to this node's endpoints only",
-		svc:    service("svc1", "172.30.0.41", internalLocal),
-		slices: []*discovery.EndpointSlice{mixed("ready", "ready")},
+		name:    "internalTrafficPolicy Local: the ClusterIP goes to this node's endpoints only",
+		svc:     service("svc1", "172.30.0.41", internalLocal),
+		slices:  []*discovery.EndpointSlice{mixed("ready", "ready")},
+		hairpin: []string{"10.180.0.1"},
 		want: state{Chains: map[string][]string{
-			local: {masq, vmapTo(ep1)},
-			ep1:   epRules("10.180.0.1"),
+			local: {masq, dnatTo("10.180.0.1")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + local}},
 	}, {
 		name:   "internalTrafficPolicy Local without a local endpoint: dropped",
@@ -130,62 +120,60 @@ func TestPolicyRules(t *testing.T) {
 			"no-endpoint-services: 172.30.0.41 . tcp . 80 : goto reject-chain",
 		}},
 	}, {
-		name:   "internalTrafficPolicy Local: a serving terminating local endpoint when none is ready here",
-		svc:    service("svc1", "172.30.0.41", internalLocal),
-		slices: []*discovery.EndpointSlice{mixed("terminating", "ready")},
+		name:    "internalTrafficPolicy Local: a serving terminating local endpoint when none is ready here",
+		svc:     service("svc1", "172.30.0.41", internalLocal),
+		slices:  []*discovery.EndpointSlice{mixed("terminating", "ready")},
+		hairpin: []string{"10.180.0.1"},
 		want: state{Chains: map[string][]string{
-			local: {masq, vmapTo(ep1)},
-			ep1:   epRules("10.180.0.1"),
+			local: {masq, dnatTo("10.180.0.1")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + local}},
 	}, {
-		name:   "externalTrafficPolicy Local NodePort: external traffic to local endpoints unmasqueraded",
-		svc:    service("svc1", "172.30.0.41", nodePort(30080), externalLocal),
-		slices: []*discovery.EndpointSlice{mixed("ready", "ready")},
+		name:    "externalTrafficPolicy Local NodePort: external traffic to local endpoints unmasqueraded",
+		svc:     service("svc1", "172.30.0.41", nodePort(30080), externalLocal),
+		slices:  []*discovery.EndpointSlice{mixed("ready", "ready")},
+		hairpin: []string{"10.180.0.1", "10.180.0.2"},
 		want: state{Chains: map[string][]string{
-			svc:   {masq, vmapTo(ep1, ep2)},
-			local: {vmapTo(ep1)},
+			svc:   {masq, dnatTo("10.180.0.1", "10.180.0.2")},
+			local: {dnatTo("10.180.0.1")},
 			ext:   append(append([]string{}, localETP...), "goto "+local),
-			ep1:   epRules("10.180.0.1"),
-			ep2:   epRules("10.180.0.2"),
 		}, Elements: []string{
 			"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc,
 			"service-nodeports: tcp . 30080 : goto " + ext,
 		}},
 	}, {
-		name:   "externalTrafficPolicy Local without a local endpoint: external traffic dropped, the ClusterIP served",
-		svc:    service("svc1", "172.30.0.41", nodePort(30080), externalLocal),
-		slices: []*discovery.EndpointSlice{mixed("unready", "ready")},
+		name:    "externalTrafficPolicy Local without a local endpoint: external traffic dropped, the ClusterIP served",
+		svc:     service("svc1", "172.30.0.41", nodePort(30080), externalLocal),
+		slices:  []*discovery.EndpointSlice{mixed("unready", "ready")},
+		hairpin: []string{"10.180.0.2"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep2)},
+			svc: {masq, dnatTo("10.180.0.2")},
 			ext: localETP,
-			ep2: epRules("10.180.0.2"),
 		}, Elements: []string{
 			"no-endpoint-nodeports: tcp . 30080 : drop",
 			"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc,
 			"service-nodeports: tcp . 30080 : goto " + ext,
 		}},
 	}, {
-		name:   "both Local: a Cluster chain still, for the short-circuit",
-		svc:    service("svc1", "172.30.0.41", nodePort(30080), externalLocal, internalLocal),
-		slices: []*discovery.EndpointSlice{mixed("ready", "ready")},
+		name:    "both Local: a Cluster chain still, for the short-circuit",
+		svc:     service("svc1", "172.30.0.41", nodePort(30080), externalLocal, internalLocal),
+		slices:  []*discovery.EndpointSlice{mixed("ready", "ready")},
+		hairpin: []string{"10.180.0.1", "10.180.0.2"},
 		want: state{Chains: map[string][]string{
-			svc:   {vmapTo(ep1, ep2)},
-			local: {masq, vmapTo(ep1)},
+			svc:   {dnatTo("10.180.0.1", "10.180.0.2")},
+			local: {masq, dnatTo("10.180.0.1")},
 			ext:   append(append([]string{}, localETP...), "goto "+local),
-			ep1:   epRules("10.180.0.1"),
-			ep2:   epRules("10.180.0.2"),
 		}, Elements: []string{
 			"service-ips: 172.30.0.41 . tcp . 80 : goto " + local,
 			"service-nodeports: tcp . 30080 : goto " + ext,
 		}},
 	}, {
-		name:   "externalIPs and load-balancer ingress IPs (not ipMode Proxy) through the external chain",
-		svc:    service("svc1", "172.30.0.41", withExternalIPs("203.0.113.10", "2001:db8::1"), loadBalancer(30080, "203.0.113.20", "203.0.113.21")),
-		slices: []*discovery.EndpointSlice{mixed("ready")},
+		name:    "externalIPs and load-balancer ingress IPs (not ipMode Proxy) through the external chain",
+		svc:     service("svc1", "172.30.0.41", withExternalIPs("203.0.113.10", "2001:db8::1"), loadBalancer(30080, "203.0.113.20", "203.0.113.21")),
+		slices:  []*discovery.EndpointSlice{mixed("ready")},
+		hairpin: []string{"10.180.0.1"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep1)},
+			svc: {masq, dnatTo("10.180.0.1")},
 			ext: {"jump mark-for-masquerade", "goto " + svc},
-			ep1: epRules("10.180.0.1"),
 		}, Elements: []string{
 			"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc,
 			"service-ips: 203.0.113.10 . tcp . 80 : goto " + ext,
@@ -197,11 +185,11 @@ func TestPolicyRules(t *testing.T) {
 		svc: service("svc1", "172.30.0.41", loadBalancer(30080, "203.0.113.20", "203.0.113.22", "203.0.113.21"), func(svc *v1.Service) {
 			svc.Spec.LoadBalancerSourceRanges = []string{"192.168.0.0/16", " 10.0.0.0/8", "198.51.100.7/32", "2001:db8::/32"}
 		}),
-		slices: []*discovery.EndpointSlice{mixed("ready")},
+		slices:  []*discovery.EndpointSlice{mixed("ready")},
+		hairpin: []string{"10.180.0.1"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep1)},
+			svc: {masq, dnatTo("10.180.0.1")},
 			ext: {"jump mark-for-masquerade", "goto " + svc},
-			ep1: epRules("10.180.0.1"),
 			"firewall-" + hashAndTruncate("ns1/svc1/tcp/p80"): {"ip saddr != { 10.0.0.0/8, 192.168.0.0/16, 198.51.100.7 } drop"},
 		}, Elements: []string{
 			"firewall-ips: 203.0.113.20 . tcp . 80 : goto firewall-" + hashAndTruncate("ns1/svc1/tcp/p80"),
@@ -223,44 +211,40 @@ func TestPolicyRules(t *testing.T) {
 		svc:  service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{hinted(mixed("ready", "ready", "ready"),
 			map[string]string{"10.180.0.1": "zone-a", "10.180.0.2": "zone-b", "10.180.0.3": "zone-a"})},
-		zone: "zone-a",
+		zone:    "zone-a",
+		hairpin: []string{"10.180.0.1", "10.180.0.3"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep1, ep3)},
-			ep1: epRules("10.180.0.1"),
-			ep3: epRules("10.180.0.3"),
+			svc: {masq, dnatTo("10.180.0.1", "10.180.0.3")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc}},
 	}, {
 		name: "zone hints ignored when a ready endpoint has none",
 		svc:  service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{hinted(mixed("ready", "ready", "ready"),
 			map[string]string{"10.180.0.1": "zone-a", "10.180.0.2": "zone-b"})},
-		zone: "zone-a",
+		zone:    "zone-a",
+		hairpin: []string{"10.180.0.1", "10.180.0.2", "10.180.0.3"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep1, ep2, ep3)},
-			ep1: epRules("10.180.0.1"),
-			ep2: epRules("10.180.0.2"),
-			ep3: epRules("10.180.0.3"),
+			svc: {masq, dnatTo("10.180.0.1", "10.180.0.2", "10.180.0.3")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc}},
 	}, {
 		name: "zone hints ignored when none names the node's zone",
 		svc:  service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{hinted(mixed("ready", "ready"),
 			map[string]string{"10.180.0.1": "zone-a", "10.180.0.2": "zone-b"})},
-		zone: "zone-c",
+		zone:    "zone-c",
+		hairpin: []string{"10.180.0.1", "10.180.0.2"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep1, ep2)},
-			ep1: epRules("10.180.0.1"),
-			ep2: epRules("10.180.0.2"),
+			svc: {masq, dnatTo("10.180.0.1", "10.180.0.2")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc}},
 	}, {
 		name: "zone hints of unready endpoints do not count",
 		svc:  service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{hinted(mixed("ready", "unready", "ready"),
 			map[string]string{"10.180.0.1": "zone-a", "10.180.0.3": "zone-b"})},
-		zone: "zone-b",
+		zone:    "zone-b",
+		hairpin: []string{"10.180.0.3"},
 		want: state{Chains: map[string][]string{
-			svc: {masq, vmapTo(ep3)},
-			ep3: epRules("10.180.0.3"),
+			svc: {masq, dnatTo("10.180.0.3")},
 		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc}},
 	}}
 	for _, tt := range tests {
@@ -274,6 +258,7 @@ func TestPolicyRules(t *testing.T) {
 			}
 			mustSync(t, p)
 			got := tableState(t, fake)
+			tt.want.Elements = allElements(hairpin(tt.hairpin...), tt.want.Elements)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("table:\n got %#v\nwant %#v", got, tt.want)
 			}
@@ -296,13 +281,13 @@ func TestNodeZoneChange(t *testing.T) {
 	chain := func() []string {
 		return tableState(t, fake).Chains[svcChain("svc1")]
 	}
-	if got := chain(); got[len(got)-1] != vmapTo(epChain("svc1", "10.180.0.1")) {
+	if got := chain(); got[len(got)-1] != dnatTo("10.180.0.1") {
 		t.Fatalf("in zone-a: %v", got)
 	}
 	p.SetNodeLabels(map[string]string{v1.LabelTopologyZone: "zone-b"})
 	fake.LastTransaction = nil
 	res := mustSync(t, p)
-	if got := chain(); got[len(got)-1] != vmapTo(epChain("svc1", "10.180.0.2")) {
+	if got := chain(); got[len(got)-1] != dnatTo("10.180.0.2") {
 		t.Errorf("in zone-b: %v", got)
 	}
 	if res.Services != 2 || fake.LastTransaction == nil {

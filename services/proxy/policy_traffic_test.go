@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -275,13 +274,7 @@ func fetchIn(ns, addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(line, "\n"), nil
+	return answer(c)
 }
 
 func isTimeout(err error) bool {
@@ -321,4 +314,135 @@ func getHealth(t *testing.T, ns, addr string) (int, healthBody) {
 		t.Errorf("health check Content-Type %q", ct)
 	}
 	return resp.StatusCode, body
+}
+
+// TestTrafficHairpin sends real connections from a pod to itself through
+// its Service: the reply would come back to the pod from its own address,
+// which it drops, unless the node masquerades the connection (the hairpin
+// set, checked in postrouting). The test's namespace is the node (at
+// 10.180.0.254); two more, each behind a veth pair, are the pods 10.180.0.1
+// and 10.180.0.2, both in ClusterCIDR so that nothing else masquerades
+// them. One Service a shard table, so a connection meets the postrouting
+// chains of tables that do not hold its endpoint, and the Syncs after the
+// first go over netlink.
+func TestTrafficHairpin(t *testing.T) {
+	inOwnNetNS(t, "TestTrafficHairpin", trafficHairpin)
+}
+
+func trafficHairpin(t *testing.T) {
+	ctx := context.Background()
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		t.Fatalf("ip_forward: %v", err)
+	}
+	sh(t, "", "ip link set lo up")
+	pods := map[string]netNS{}
+	for i, ip := range []string{"10.180.0.1", "10.180.0.2"} {
+		pod := childNetNS(t)
+		pods[ip] = pod
+		node, peer := fmt.Sprintf("pod%d", i), fmt.Sprintf("eth%d", i)
+		sh(t, "", "ip link add "+node+" type veth peer name "+peer+" netns "+pod.pid,
+			"ip addr add 10.180.0.254/32 dev "+node, "ip link set "+node+" up",
+			"ip route add "+ip+"/32 dev "+node+" src 10.180.0.254")
+		sh(t, pod.path, "ip link set lo up", "ip link set "+peer+" up",
+			"ip addr add "+ip+"/32 dev "+peer, "ip route add 10.180.0.254/32 dev "+peer,
+			"ip route add default via 10.180.0.254 dev "+peer)
+		serveSource(t, pod.path, ip+":8080")
+	}
+
+	nft, err := NewNFT("")
+	if err != nil {
+		t.Fatalf("NewNFT: %v", err)
+	}
+	p := New(nft, Config{ClusterCIDR: "10.180.0.0/24", Netlink: true, ShardServices: 1})
+	sync := func() {
+		t.Helper()
+		if _, err := p.Sync(ctx); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	}
+	p.SetService(service("first", "172.30.0.60"))
+	sync() // full, through nft; the rest over netlink
+	to := func(name, ip string, mutate ...func(*v1.Service)) {
+		svc := service(name, ip, mutate...)
+		svc.Spec.Ports[0].TargetPort.IntVal = 8080
+		p.SetService(svc)
+	}
+	endpoints := func(name string, ips ...string) {
+		var eps []ep
+		for _, ip := range ips {
+			eps = append(eps, ep{ip, "ready"})
+		}
+		s := slice(name, name+"-1", eps...)
+		s.Ports[0].Port = knftables.PtrTo(int32(8080))
+		p.SetEndpointSlice(s)
+	}
+	to("self", "172.30.0.61")
+	endpoints("self", "10.180.0.1")
+	to("peer", "172.30.0.62")
+	endpoints("peer", "10.180.0.2")
+	to("sticky", "172.30.0.63", clientIP)
+	endpoints("sticky", "10.180.0.1")
+	sync()
+	// self's and peer's hairpin elements are in two tables, so at least
+	// one of their connections passes a table without its element first.
+	if home := func(name string) int { return p.home[types.NamespacedName{Namespace: "ns1", Name: name}] }; p.shards < 3 || home("self") == home("peer") {
+		t.Fatalf("%d shards for 4 Services of 1 a shard, self in %d, peer in %d", p.shards, home("self"), home("peer"))
+	}
+
+	// expect: from src, the Service at addr answers as want ("endpoint
+	// client-seen"); 10.180.0.254 is the node's address, a masqueraded one.
+	expect := func(src, addr, want string) {
+		t.Helper()
+		for range 3 {
+			got, err := fetchFrom(pods[src].path, src, addr)
+			if err != nil || got != want {
+				t.Errorf("from %s to %s: %q, %v; want %q", src, addr, got, err, want)
+				return
+			}
+		}
+	}
+	expect("10.180.0.1", "172.30.0.61:80", "10.180.0.1:8080 10.180.0.254") // to itself: masqueraded
+	expect("10.180.0.2", "172.30.0.61:80", "10.180.0.1:8080 10.180.0.2")   // to another pod: not
+	expect("10.180.0.2", "172.30.0.62:80", "10.180.0.2:8080 10.180.0.254")
+	expect("10.180.0.1", "172.30.0.63:80", "10.180.0.1:8080 10.180.0.254") // through an affinity endpoint chain
+
+	// self moves to 10.180.0.2: its table's set follows; 10.180.0.1 stays
+	// in sticky's.
+	endpoints("self", "10.180.0.2")
+	sync()
+	expect("10.180.0.2", "172.30.0.61:80", "10.180.0.2:8080 10.180.0.254")
+	expect("10.180.0.1", "172.30.0.61:80", "10.180.0.2:8080 10.180.0.1")
+	expect("10.180.0.1", "172.30.0.63:80", "10.180.0.1:8080 10.180.0.254")
+
+	// sticky deleted: no Service has 10.180.0.1, whose connections to
+	// 10.180.0.2 are still not masqueraded.
+	p.DeleteService(types.NamespacedName{Namespace: "ns1", Name: "sticky"})
+	p.DeleteEndpointSlice(slice("sticky", "sticky-1"))
+	sync()
+	expect("10.180.0.1", "172.30.0.62:80", "10.180.0.2:8080 10.180.0.1")
+	expect("10.180.0.2", "172.30.0.62:80", "10.180.0.2:8080 10.180.0.254")
+	out, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list ruleset: %v: %s", err, out)
+	}
+	if strings.Contains(string(out), "10.180.0.1 . 10.180.0.1") {
+		t.Errorf("no Service has 10.180.0.1 but a hairpin set still does:\n%s", out)
+	}
+}
+
+// fetchFrom is fetchIn from the local address src.
+func fetchFrom(ns, src, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	var c net.Conn
+	err := netns.Do(ns, func() error {
+		var err error
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, FallbackDelay: -1}
+		c, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return answer(c)
 }

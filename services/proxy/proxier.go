@@ -61,6 +61,9 @@ type Proxier struct {
 	home       map[types.NamespacedName]int
 	// shards is the number of shard tables as of the last Sync.
 	shards int
+	// hairpin is what each shard table's hairpin set holds, counted
+	// over the table's Services.
+	hairpin hairpinCounts
 	// counts is what programmed holds, summed over every Service.
 	counts Counts
 	// health are the health checks of the Services with
@@ -288,12 +291,18 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 
+	counts := p.hairpin
+	if full {
+		counts = hairpinCounts{}
+	}
+	delta, hairpin := counts.changes(plans)
+
 	res := SyncResult{Full: full, Services: len(keys), Shards: shards}
 	var err error
 	if full {
-		res.Ops, err = p.writeFull(ctx, shards, plans, wanted, newHome)
+		res.Ops, err = p.writeFull(ctx, shards, plans, hairpin, wanted, newHome)
 	} else {
-		res.Ops, err = p.writeIncremental(ctx, cur, shards, plans)
+		res.Ops, err = p.writeIncremental(ctx, cur, shards, plans, hairpin)
 	}
 	if err != nil {
 		p.programmed = nil
@@ -314,6 +323,13 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 	p.shards = shards
+	counts.apply(delta)
+	for table := range counts {
+		if i, _ := parseShardTable(table); i >= shards {
+			delete(counts, table)
+		}
+	}
+	p.hairpin = counts
 	for key, r := range wanted {
 		p.counts.add(p.programmed[key], -1)
 		p.counts.add(r, 1)
@@ -342,7 +358,7 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 // Service moving to a new shard (more shards than the predecessor had) is
 // in its new table before its old one drops it, and one moving out of a
 // table that goes is in its new table before that table is deleted.
-func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, wanted map[types.NamespacedName]*serviceRules, home map[types.NamespacedName]int) (int, error) {
+func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, hairpin map[string]*setChange, wanted map[types.NamespacedName]*serviceRules, home map[types.NamespacedName]int) (int, error) {
 	existing, err := p.nft.Tables(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("list tables: %w", err)
@@ -362,7 +378,7 @@ func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, want
 		table := shardTable(i)
 		tx := p.nft.NewTransaction()
 		stale := writeBase(tx, table, byShard[i], existing[table])
-		writePlans(plansOf[table], func(table string) tableWriter { return txWriter{tx: tx, table: table} })
+		writePlans(plansOf[table], map[string]*setChange{table: hairpin[table]}, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
 		stale.remove(tx)
 		ops += tx.NumOperations()
 		if err := p.nft.Run(ctx, tx); err != nil {
@@ -390,7 +406,7 @@ func (p *Proxier) writeFull(ctx context.Context, shards int, plans []*plan, want
 // to shards) and the deletion of those that go (shards up to cur): in one
 // nft transaction, or with Netlink in one netlink batch, after a new
 // shard's base objects are written through nft.
-func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans []*plan) (int, error) {
+func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans []*plan, hairpin map[string]*setChange) (int, error) {
 	ops := 0
 	if p.nl == nil || shards > cur {
 		tx := p.nft.NewTransaction()
@@ -403,7 +419,7 @@ func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans [
 			writeBase(tx, shardTable(i), nil, nil)
 		}
 		if p.nl == nil {
-			writePlans(plans, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
+			writePlans(plans, hairpin, func(table string) tableWriter { return txWriter{tx: tx, table: table} })
 			for i := shards; i < cur; i++ {
 				tx.Delete(&knftables.Table{Family: knftables.IPv4Family, Name: shardTable(i)})
 			}
@@ -421,7 +437,7 @@ func (p *Proxier) writeIncremental(ctx context.Context, cur, shards int, plans [
 	for i := shards; i < cur; i++ {
 		gone = append(gone, shardTable(i))
 	}
-	n, err := p.nl.write(plans, gone)
+	n, err := p.nl.write(plans, hairpin, gone)
 	return ops + n, err
 }
 
@@ -490,11 +506,95 @@ func diff(table string, old, new *serviceRules) *plan {
 }
 
 // writePlans runs planSteps over the plans, each plan's with the writer of
-// its table.
-func writePlans(plans []*plan, writer func(table string) tableWriter) {
+// its table, then changes the tables' hairpin sets.
+func writePlans(plans []*plan, hairpin map[string]*setChange, writer func(table string) tableWriter) {
 	for _, step := range planSteps {
 		for _, pl := range plans {
 			step(pl, writer(pl.table))
+		}
+	}
+	tables := make([]string, 0, len(hairpin))
+	for table, ch := range hairpin {
+		if ch != nil {
+			tables = append(tables, table)
+		}
+	}
+	sort.Strings(tables)
+	for _, table := range tables {
+		w := writer(table)
+		for _, ip := range hairpin[table].del {
+			w.deleteSetElement(hairpinSet, []string{ip, ip})
+		}
+		for _, ip := range hairpin[table].add {
+			w.addSetElement(hairpinSet, []string{ip, ip})
+		}
+	}
+}
+
+// hairpinCounts are, for each table, how many of its Services have an
+// endpoint at each address: the table's hairpin set holds the addresses
+// counted, so an address goes when the last Service using it does.
+type hairpinCounts map[string]map[string]int
+
+// hairpinDelta is a change of hairpinCounts.
+type hairpinDelta map[string]map[string]int
+
+// setChange is what a Sync deletes from and adds to one table's hairpin
+// set: the addresses, sorted.
+type setChange struct{ del, add []string }
+
+// changes returns what plans change of c, and the elements to delete and
+// add in each table's set; c is left as it is (apply, once written).
+func (c hairpinCounts) changes(plans []*plan) (hairpinDelta, map[string]*setChange) {
+	delta := hairpinDelta{}
+	count := func(table, ip string, n int) {
+		if delta[table] == nil {
+			delta[table] = map[string]int{}
+		}
+		delta[table][ip] += n
+	}
+	for _, pl := range plans {
+		for ip := range pl.old.Hairpin {
+			if !pl.new.Hairpin[ip] {
+				count(pl.table, ip, -1)
+			}
+		}
+		for ip := range pl.new.Hairpin {
+			if !pl.old.Hairpin[ip] {
+				count(pl.table, ip, 1)
+			}
+		}
+	}
+	out := map[string]*setChange{}
+	for table, d := range delta {
+		ch := &setChange{}
+		for ip, n := range d {
+			before := c[table][ip]
+			switch after := before + n; {
+			case before == 0 && after > 0:
+				ch.add = append(ch.add, ip)
+			case before > 0 && after == 0:
+				ch.del = append(ch.del, ip)
+			}
+		}
+		if len(ch.add)+len(ch.del) > 0 {
+			sort.Strings(ch.add)
+			sort.Strings(ch.del)
+			out[table] = ch
+		}
+	}
+	return delta, out
+}
+
+func (c hairpinCounts) apply(d hairpinDelta) {
+	for table, ips := range d {
+		if c[table] == nil {
+			c[table] = map[string]int{}
+		}
+		for ip, n := range ips {
+			if c[table][ip] += n; c[table][ip] == 0 {
+				delete(c[table], ip)
+			}
 		}
 	}
 }
@@ -511,6 +611,9 @@ type tableWriter interface {
 	flushChain(name string)
 	deleteChain(name string)
 	deleteSet(name string)
+	// addSetElement and deleteSetElement change a set of addresses.
+	addSetElement(set string, key []string)
+	deleteSetElement(set string, key []string)
 }
 
 // txWriter writes into a knftables transaction, in one table.
@@ -545,6 +648,12 @@ func (w txWriter) deleteChain(name string) { w.tx.Delete(w.chain(name)) }
 func (w txWriter) deleteSet(name string) {
 	w.tx.Delete(&knftables.Set{Family: knftables.IPv4Family, Table: w.table, Name: name})
 }
+func (w txWriter) addSetElement(set string, key []string) {
+	w.tx.Add(&knftables.Element{Family: knftables.IPv4Family, Table: w.table, Set: set, Key: key})
+}
+func (w txWriter) deleteSetElement(set string, key []string) {
+	w.tx.Delete(&knftables.Element{Family: knftables.IPv4Family, Table: w.table, Set: set, Key: key})
+}
 
 // planSteps are the steps of a transaction, each run for every plan before
 // the next: elements that go or change are deleted first, then sets and
@@ -571,8 +680,8 @@ func (pl *plan) addSets(w tableWriter) {
 	}
 }
 
-// writeChains writes the new and changed chains, endpoint chains first so
-// that the service chains' jumps find them.
+// writeChains writes the new and changed chains, endpoint chains (session
+// affinity's) first so that the service chains' jumps find them.
 func (pl *plan) writeChains(w tableWriter) {
 	names := make([]string, 0, len(pl.new.Chains))
 	for name := range pl.new.Chains {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,13 +112,41 @@ func epChain(svc, ip string) string {
 
 func svcChain(svc string) string { return "service-" + hashAndTruncate("ns1/"+svc+"/tcp/p80") }
 
-func epRules(ip string) []string {
-	return []string{"ip saddr " + ip + " jump mark-for-masquerade", "meta l4proto tcp dnat to " + ip + ":80"}
+// dnatTo is the rule that DNATs to one of the endpoints (port 80).
+func dnatTo(ips ...string) string {
+	s := "meta l4proto tcp dnat ip to numgen random mod " + strconv.Itoa(len(ips)) + " map { "
+	for i, ip := range ips {
+		if i > 0 {
+			s += ", "
+		}
+		s += strconv.Itoa(i) + " : " + ip + " . 80"
+	}
+	return s + " }"
+}
+
+// hairpin are the hairpin set's elements for the endpoint addresses.
+func hairpin(ips ...string) []string {
+	var out []string
+	for _, ip := range ips {
+		out = append(out, "hairpin: "+ip+" . "+ip)
+	}
+	return out
+}
+
+// allElements are the map and set elements of a state, sorted as tableState
+// sorts them.
+func allElements(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func TestRules(t *testing.T) {
 	masq := "ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade"
-	ep1, ep2, ep3 := epChain("svc1", "10.180.0.1"), epChain("svc1", "10.180.0.2"), epChain("svc1", "10.180.0.3")
+	ep1, ep2 := epChain("svc1", "10.180.0.1"), epChain("svc1", "10.180.0.2")
 	aff1 := "affinity-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"
 	aff2 := "affinity-" + hashAndTruncate("ns1/svc1/tcp/p80__10.180.0.2/80")
 	tests := []struct {
@@ -136,9 +165,8 @@ func TestRules(t *testing.T) {
 		svc:    service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{slice("svc1", "s1", ep{"10.180.0.1", "ready"})},
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 1 vmap { 0 : goto " + svc1Ep1 + " }"},
-			svc1Ep1:   epRules("10.180.0.1"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1")},
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name: "ClusterIP with three endpoints in two slices, one unready",
 		svc:  service("svc1", "172.30.0.41"),
@@ -147,20 +175,16 @@ func TestRules(t *testing.T) {
 			slice("svc1", "s2", ep{"10.180.0.2", "ready"}, ep{"10.180.0.9", "unready"}, ep{"10.180.0.8", "terminating"}),
 		},
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 3 vmap { 0 : goto " + ep1 + " , 1 : goto " + ep2 + " , 2 : goto " + ep3 + " }"},
-			ep1:       epRules("10.180.0.1"),
-			ep2:       epRules("10.180.0.2"),
-			ep3:       epRules("10.180.0.3"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1", "10.180.0.2", "10.180.0.3")},
+		}, Elements: allElements(hairpin("10.180.0.1", "10.180.0.2", "10.180.0.3"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name: "none ready: serving terminating endpoints are used",
 		svc:  service("svc1", "172.30.0.41"),
 		slices: []*discovery.EndpointSlice{slice("svc1", "s1",
 			ep{"10.180.0.1", "terminating"}, ep{"10.180.0.2", "gone"}, ep{"10.180.0.3", "unready"})},
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 1 vmap { 0 : goto " + ep1 + " }"},
-			ep1:       epRules("10.180.0.1"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1")},
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name:   "only unready endpoints: rejected",
 		svc:    service("svc1", "172.30.0.41"),
@@ -173,13 +197,12 @@ func TestRules(t *testing.T) {
 		svc:    service("svc1", "172.30.0.41", nodePort(30080)),
 		slices: []*discovery.EndpointSlice{slice("svc1", "s1", ep{"10.180.0.1", "ready"})},
 		want: state{Chains: map[string][]string{
-			svc1Chain:                            {masq, "numgen random mod 1 vmap { 0 : goto " + svc1Ep1 + " }"},
-			svc1Ep1:                              epRules("10.180.0.1"),
+			svc1Chain:                            {masq, dnatTo("10.180.0.1")},
 			"external-ULMVA6XW-ns1/svc1/tcp/p80": {"jump mark-for-masquerade", "goto " + svc1Chain},
-		}, Elements: []string{
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{
 			"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain,
 			"service-nodeports: tcp . 30080 : goto external-ULMVA6XW-ns1/svc1/tcp/p80",
-		}},
+		})},
 	}, {
 		name: "NodePort without endpoints is rejected on both",
 		svc:  service("svc1", "172.30.0.41", nodePort(30080)),
@@ -188,7 +211,7 @@ func TestRules(t *testing.T) {
 			"no-endpoint-services: 172.30.0.41 . tcp . 80 : goto reject-chain",
 		}},
 	}, {
-		name:   "session affinity ClientIP: a set per endpoint",
+		name:   "session affinity ClientIP: a set and a chain per endpoint",
 		svc:    service("svc1", "172.30.0.41", clientIP),
 		slices: []*discovery.EndpointSlice{slice("svc1", "s1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "ready"})},
 		want: state{Chains: map[string][]string{
@@ -196,9 +219,9 @@ func TestRules(t *testing.T) {
 				"ip saddr @" + aff1 + " goto " + ep1,
 				"ip saddr @" + aff2 + " goto " + ep2,
 				"numgen random mod 2 vmap { 0 : goto " + ep1 + " , 1 : goto " + ep2 + " }"},
-			ep1: {"ip saddr 10.180.0.1 jump mark-for-masquerade", "update @" + aff1 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.1:80"},
-			ep2: {"ip saddr 10.180.0.2 jump mark-for-masquerade", "update @" + aff2 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.2:80"},
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain},
+			ep1: {"update @" + aff1 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.1:80"},
+			ep2: {"update @" + aff2 + " { ip saddr }", "meta l4proto tcp dnat to 10.180.0.2:80"},
+		}, Elements: allElements(hairpin("10.180.0.1", "10.180.0.2"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}),
 			Sets: []string{aff2, aff1}}, // sorted
 	}, {
 		name:   "headless: nothing",
@@ -240,13 +263,11 @@ func TestUpdates(t *testing.T) {
 	p.SetEndpointSlice(slice("other", "o1", ep{"10.180.1.1", "ready"}))
 	otherState := state{Chains: map[string][]string{
 		svcChain("other"): {"ip daddr 172.30.0.50 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade",
-			"numgen random mod 1 vmap { 0 : goto " + epChain("other", "10.180.1.1") + " }"},
-		epChain("other", "10.180.1.1"): epRules("10.180.1.1"),
-	}, Elements: []string{"service-ips: 172.30.0.50 . tcp . 80 : goto " + svcChain("other")}}
+			dnatTo("10.180.1.1")},
+	}, Elements: allElements(hairpin("10.180.1.1"), []string{"service-ips: 172.30.0.50 . tcp . 80 : goto " + svcChain("other")})}
 	mustSync(t, p)
 
 	masq := "ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade"
-	ep1, ep2 := epChain("svc1", "10.180.0.1"), epChain("svc1", "10.180.0.2")
 	steps := []struct {
 		name    string
 		change  func()
@@ -258,54 +279,51 @@ func TestUpdates(t *testing.T) {
 			p.SetService(service("svc1", "172.30.0.41"))
 			p.SetEndpointSlice(slice("svc1", "s1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "ready"}))
 		},
-		// 3 chains (add, flush), 2 rules each, the element.
-		wantOps: 13,
+		// 1 chain (add, flush), 2 rules, the element, 2 hairpin elements.
+		wantOps: 7,
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 2 vmap { 0 : goto " + ep1 + " , 1 : goto " + ep2 + " }"},
-			ep1:       epRules("10.180.0.1"),
-			ep2:       epRules("10.180.0.2"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1", "10.180.0.2")},
+		}, Elements: allElements(hairpin("10.180.0.1", "10.180.0.2"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name: "an endpoint goes unready",
 		change: func() {
 			p.SetEndpointSlice(slice("svc1", "s1", ep{"10.180.0.1", "ready"}, ep{"10.180.0.2", "unready"}))
 		},
-		// Service chain rewritten (add, flush, 2 rules), ep2 flushed and
-		// deleted; ep1 and the map element are unchanged.
-		wantOps: 6,
+		// Service chain rewritten (add, flush, 2 rules), ep2's hairpin
+		// element deleted; the map element is unchanged.
+		wantOps: 5,
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 1 vmap { 0 : goto " + ep1 + " }"},
-			ep1:       epRules("10.180.0.1"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1")},
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name:   "the last endpoint goes unready: rejected",
 		change: func() { p.SetEndpointSlice(slice("svc1", "s1", ep{"10.180.0.1", "unready"})) },
-		// Element deleted, reject element added, 2 chains flushed and deleted.
-		wantOps: 6,
+		// Element deleted, reject element added, the chain flushed and
+		// deleted, the hairpin element deleted.
+		wantOps: 5,
 		want: state{Chains: map[string][]string{}, Elements: []string{
 			"no-endpoint-services: 172.30.0.41 . tcp . 80 : goto reject-chain",
 		}},
 	}, {
 		name:   "ready again",
 		change: func() { p.SetEndpointSlice(slice("svc1", "s1", ep{"10.180.0.1", "ready"})) },
-		// Reject element deleted, 2 chains written (2 + 2 rules), element added.
-		wantOps: 10,
+		// Reject element deleted, the chain written (add, flush, 2
+		// rules), element and hairpin element added.
+		wantOps: 7,
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 1 vmap { 0 : goto " + ep1 + " }"},
-			ep1:       epRules("10.180.0.1"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1")},
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name:    "resynced with no change: nothing to do",
 		change:  func() { p.SetService(service("svc1", "172.30.0.41")) },
 		wantOps: 0,
 		want: state{Chains: map[string][]string{
-			svc1Chain: {masq, "numgen random mod 1 vmap { 0 : goto " + ep1 + " }"},
-			ep1:       epRules("10.180.0.1"),
-		}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}},
+			svc1Chain: {masq, dnatTo("10.180.0.1")},
+		}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})},
 	}, {
 		name:    "deleted: its chains and elements are gone",
 		change:  func() { p.DeleteService(types.NamespacedName{Namespace: "ns1", Name: "svc1"}) },
-		wantOps: 5, // element deleted, 2 chains flushed and deleted
+		wantOps: 4, // element deleted, the chain flushed and deleted, the hairpin element deleted
 		want:    state{Chains: map[string][]string{}},
 	}}
 	for _, st := range steps {
@@ -356,10 +374,8 @@ func TestRestart(t *testing.T) {
 		t.Errorf("first Sync after restart: Full = false")
 	}
 	want := state{Chains: map[string][]string{
-		svc1Chain: {"ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade",
-			"numgen random mod 1 vmap { 0 : goto " + svc1Ep1 + " }"},
-		svc1Ep1: epRules("10.180.0.1"),
-	}, Elements: []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain}}
+		svc1Chain: {"ip daddr 172.30.0.41 tcp dport 80 ip saddr != " + cidr + " jump mark-for-masquerade", dnatTo("10.180.0.1")},
+	}, Elements: allElements(hairpin("10.180.0.1"), []string{"service-ips: 172.30.0.41 . tcp . 80 : goto " + svc1Chain})}
 	if got := tableState(t, fake); !reflect.DeepEqual(got, want) {
 		t.Errorf("table:\n got %#v\nwant %#v", got, want)
 	}

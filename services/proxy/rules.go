@@ -33,6 +33,10 @@ const (
 	serviceNodePortsMap   = "service-nodeports"
 	noEndpointServicesMap = "no-endpoint-services"
 	noEndpointNodePortMap = "no-endpoint-nodeports"
+	// hairpinSet holds "ep . ep" for every endpoint address of the
+	// table's Services: a connection DNATed to the address it came from
+	// (a pod reaching itself through its Service) is masqueraded.
+	hairpinSet = "hairpin"
 
 	// masqueradeMark is kube-proxy's default --masquerade-bit 14.
 	masqueradeMark = "0x4000"
@@ -52,13 +56,15 @@ type element struct {
 func (e element) id() string { return e.Map + " " + strings.Join(e.Key, " . ") }
 
 // serviceRules is everything one Service contributes to the table: its own
-// chains (name to rules, in order), its affinity sets and its map elements.
-// Nothing in it is shared with another Service, which is what lets one
-// Service be rewritten alone.
+// chains (name to rules, in order), its affinity sets and its map elements,
+// none of them shared with another Service, which is what lets one Service
+// be rewritten alone; and the addresses of its endpoints, whose elements of
+// the shared hairpin set the Proxier counts per table (hairpinCounts).
 type serviceRules struct {
 	Chains   map[string][]string
 	Sets     map[string]knftables.Set
 	Elements map[string]element
+	Hairpin  map[string]bool
 }
 
 // endpoint is one backend of a Service port.
@@ -286,7 +292,7 @@ type Env struct {
 
 // buildService computes the rules of one Service from its EndpointSlices.
 func buildService(svc *v1.Service, slices []*discovery.EndpointSlice, env Env) *serviceRules {
-	r := &serviceRules{Chains: map[string][]string{}, Sets: map[string]knftables.Set{}, Elements: map[string]element{}}
+	r := &serviceRules{Chains: map[string][]string{}, Sets: map[string]knftables.Set{}, Elements: map[string]element{}, Hairpin: map[string]bool{}}
 	if !hasClusterIP(svc) {
 		return r
 	}
@@ -370,7 +376,9 @@ func nodePortOf(svc *v1.Service, port *v1.ServicePort) int32 {
 
 // buildPort writes one port's rules as kube-proxy's nftables mode does
 // (syncProxyRules): a Cluster-policy chain (service-) and a Local-policy
-// chain (local-) over their endpoints, the ClusterIP going to the one of
+// chain (local-) that DNAT to one of their endpoints through a numgen map
+// (with session affinity, through an endpoint- chain per endpoint that
+// remembers the client), the ClusterIP going to the one of
 // internalTrafficPolicy, and an external- chain for NodePort, externalIPs
 // and load-balancer IPs that masquerades (Cluster) or keeps the client's
 // address and goes to the local endpoints (Local). An address without
@@ -469,13 +477,16 @@ func buildPort(r *serviceRules, svc *v1.Service, port *v1.ServicePort, cands []c
 			rules = append(rules, knftables.Concat(
 				"ip daddr", svc.Spec.ClusterIP, proto, "dport", portStr, "ip saddr !=", env.ClusterCIDR, "jump", markMasqChain))
 		}
+		if affinity == nil {
+			// No per-endpoint state: one rule picks and DNATs.
+			r.Chains[chain] = append(rules, dnatMap(proto, eps))
+			return
+		}
 		var vmap []string
 		for i, ep := range eps {
-			epBase := endpointBase(base, ep)
-			if affinity != nil {
-				rules = append(rules, knftables.Concat("ip saddr", "@affinity-"+hashAndTruncate(epBase), "goto", "endpoint-"+hashAndTruncate(epBase)))
-			}
-			vmap = append(vmap, fmt.Sprintf("%d : goto %s", i, "endpoint-"+hashAndTruncate(epBase)))
+			epChain := "endpoint-" + hashAndTruncate(endpointBase(base, ep))
+			rules = append(rules, knftables.Concat("ip saddr", "@"+affinitySetName(base, ep), "goto", epChain))
+			vmap = append(vmap, fmt.Sprintf("%d : goto %s", i, epChain))
 		}
 		rules = append(rules, knftables.Concat("numgen random mod", len(eps), "vmap {", strings.Join(vmap, " , "), "}"))
 		r.Chains[chain] = rules
@@ -487,18 +498,36 @@ func buildPort(r *serviceRules, svc *v1.Service, port *v1.ServicePort, cands []c
 		policyChain(localChain, eps.local)
 	}
 	for _, ep := range eps.reachable {
-		epBase := endpointBase(base, ep)
-		epChain := "endpoint-" + hashAndTruncate(epBase)
-		epRules := []string{knftables.Concat("ip saddr", ep.IP, "jump", markMasqChain)} // hairpin
-		if affinity != nil {
-			// One set per endpoint: the clients it served recently.
-			set := *affinity
-			set.Name = "affinity-" + hashAndTruncate(epBase)
-			r.Sets[set.Name] = set
-			epRules = append(epRules, knftables.Concat("update", "@"+set.Name, "{ ip saddr }"))
+		r.Hairpin[ep.IP] = true
+		if affinity == nil {
+			continue
 		}
-		r.Chains[epChain] = append(epRules, knftables.Concat("meta l4proto", proto, "dnat to", ep.String()))
+		// Session affinity: an endpoint chain adds the client to the
+		// endpoint's own set, the clients it served recently.
+		set := *affinity
+		set.Name = affinitySetName(base, ep)
+		r.Sets[set.Name] = set
+		r.Chains["endpoint-"+hashAndTruncate(endpointBase(base, ep))] = []string{
+			knftables.Concat("update", "@"+set.Name, "{ ip saddr }"),
+			knftables.Concat("meta l4proto", proto, "dnat to", ep.String()),
+		}
 	}
+}
+
+// dnatMap is the rule that DNATs to one of eps with equal probability:
+// a random number looked up in an anonymous map of address . port, so that
+// a Service needs no chain per endpoint (the kernel's commit visits every
+// chain of the namespace: doc.go, Cost).
+func dnatMap(proto string, eps []endpoint) string {
+	items := make([]string, len(eps))
+	for i, ep := range eps {
+		items[i] = fmt.Sprintf("%d : %s . %d", i, ep.IP, ep.Port)
+	}
+	return knftables.Concat("meta l4proto", proto, "dnat ip to numgen random mod", len(eps), "map {", strings.Join(items, ", "), "}")
+}
+
+func affinitySetName(base string, ep endpoint) string {
+	return "affinity-" + hashAndTruncate(endpointBase(base, ep))
 }
 
 // endpointBase is kube's servicePortEndpointChainNameBase before the hash:

@@ -86,7 +86,8 @@ func TestShards(t *testing.T) {
 		p.SetEndpointSlice(slice(name(i), "e", ep{fmt.Sprintf("10.180.1.%d", i), "ready"}))
 	}
 	// check that the tables are those of n shards, each Service of live
-	// where it belongs and nowhere else.
+	// (its chain, map element and hairpin element) where it belongs and
+	// nowhere else.
 	check := func(shards int, live []int) {
 		t.Helper()
 		var want []string
@@ -116,13 +117,14 @@ func TestShards(t *testing.T) {
 			home := shardTable(shardFor(types.NamespacedName{Namespace: "ns1", Name: name(i)}, shards))
 			chain := svcChain(name(i))
 			element := "service-ips: " + fmt.Sprintf("172.30.1.%d", i) + " . tcp . 80 : goto " + chain
+			hairpin := fmt.Sprintf("hairpin: 10.180.1.%d . 10.180.1.%d", i, i)
 			for _, table := range want {
 				st := state{Chains: map[string][]string{}}
 				fake.addState(&st, table)
 				_, hasChain := st.Chains[chain]
-				hasElement := slices.Contains(st.Elements, element)
-				if (table == home) != hasChain || (table == home) != hasElement {
-					t.Errorf("Service %s (shard %s) in table %s: chain %v, element %v", name(i), home, table, hasChain, hasElement)
+				hasElement, hasHairpin := slices.Contains(st.Elements, element), slices.Contains(st.Elements, hairpin)
+				if (table == home) != hasChain || (table == home) != hasElement || (table == home) != hasHairpin {
+					t.Errorf("Service %s (shard %s) in table %s: chain %v, element %v, hairpin element %v", name(i), home, table, hasChain, hasElement, hasHairpin)
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -165,11 +166,16 @@ func fetch(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return answer(c)
+}
+
+// answer reads the line a test server answers on c, and closes c.
+func answer(c net.Conn) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return "", err
 	}
-	return line[:len(line)-1], nil
+	return strings.TrimSuffix(line, "\n"), nil
 }
