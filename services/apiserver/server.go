@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,10 @@ type Config struct {
 	// Timeout. A request's timeout query parameter may ask for less. Zero
 	// means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// DisableProfiling turns off /debug/pprof/ (kube-apiserver's
+	// --profiling=false): Go's profiles of the process, for whoever may
+	// get that non-resource URL (cluster-admin).
+	DisableProfiling bool
 
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -226,6 +231,13 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/readyz", s.health(true))
 	s.mux.HandleFunc("/version", s.version)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{s.cfg.Metrics, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{}))
+	if !s.cfg.DisableProfiling {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	for p, h := range s.cfg.Extra {
 		s.mux.Handle(p, h)
 	}

@@ -31,6 +31,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		saFlags   serviceAccountFlags
 		identity  string
 		timeout   time.Duration
+		noProfile bool
 	)
 	fs := newFlagSet("apiserver", stderr)
 	fs.Var(&etcd, "etcd-endpoints", "comma-separated client URLs of etcd (required)")
@@ -43,6 +44,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&electTTL, "election-ttl", publish.DefaultSessionTTL, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
 	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	requestTimeoutFlag(fs.FlagSet, &timeout)
+	profilingFlag(fs.FlagSet, &noProfile)
 	svcNet.register(fs.FlagSet)
 	saFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
@@ -69,7 +71,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
 		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = saFlags.values()
-	cfg.RequestTimeout = timeout
+	cfg.RequestTimeout, cfg.DisableProfiling = timeout, noProfile
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,16 @@ func (f *serviceAccountFlags) values() (issuer string, audiences []string, maxEx
 		}
 	}
 	return f.issuer, audiences, f.maxExpiration
+}
+
+// profilingFlag is kube-apiserver's --profiling, shared by cairn
+// apiserver and cairn up: it sets disable to its negation.
+func profilingFlag(fs *flag.FlagSet, disable *bool) {
+	fs.BoolFunc("profiling", "serve Go's profiles of the process at /debug/pprof/ to whoever may get it (default true)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		*disable = !on
+		return err
+	})
 }
 
 // requestTimeoutFlag is kube-apiserver's --request-timeout, shared by

@@ -96,6 +96,9 @@ type Config struct {
 	// long-running (kube-apiserver's --request-timeout,
 	// apiserver.Config); 0 means apiserver.DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// DisableProfiling is apiserver.Config's (kube-apiserver's
+	// --profiling=false).
+	DisableProfiling bool
 	// ServiceAccountAdmission runs kube's ServiceAccount admission plugin
 	// (pods get the default ServiceAccount and the token volume, and are
 	// refused if their ServiceAccount does not exist). It needs the
@@ -311,6 +314,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		RequestTimeout:     cfg.RequestTimeout,
+		DisableProfiling:   cfg.DisableProfiling,
 		Webhooks:           wh,
 		Policies:           policies,
 		FlowControl:        fc.controller(),

@@ -218,6 +218,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		APIAudiences:            s.cfg.APIAudiences,
 		MaxTokenExpiration:      s.cfg.MaxTokenExpiration,
 		RequestTimeout:          s.cfg.RequestTimeout,
+		DisableProfiling:        s.cfg.DisableProfiling,
 		// Kubelets read only what their pods use (Node,RBAC).
 		NodeAuthorizer: true,
 		Identity:       s.id,

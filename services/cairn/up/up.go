@@ -60,6 +60,8 @@ type Config struct {
 	MaxTokenExpiration   time.Duration
 	// RequestTimeout is the apiserver's (controlplane.Config).
 	RequestTimeout time.Duration
+	// DisableProfiling is the apiserver's (controlplane.Config).
+	DisableProfiling bool
 	// DNS is the cluster DNS and the node's resolver settings (see
 	// DNSConfig).
 	DNS DNSConfig

@@ -56,6 +56,9 @@ func BenchmarkUp(b *testing.B) {
 		for _, codec := range codecs {
 			churn0 := readChurn(b, cs)
 			up0, etcd0 := procUsage(b, up.Pid()), procUsage(b, etcd.Process.Pid)
+			if dir := os.Getenv("BENCH_UP_PROFILE"); dir != "" {
+				go profile(b, cs, filepath.Join(dir, codec+".pprof"))
+			}
 			lat, elapsed, clientCPU := load(b, procs, clients, pods, []string{"CAIRN_UPBENCH_ROLE=" + roleCreate,
 				"CAIRN_UPBENCH_TARGET=" + up.Kubeconfig(), "CAIRN_UPBENCH_PREFIX=" + codec + strconv.Itoa(i),
 				"CAIRN_UPBENCH_CODEC=" + codec})
@@ -214,6 +217,19 @@ func readChurn(b *testing.B, cs kubernetes.Interface) controlplanetest.Churn {
 		b.Fatal(err)
 	}
 	return c
+}
+
+// profile writes a 30 s CPU profile of cairn up, taken from its
+// apiserver's /debug/pprof/profile, to path (BENCH_UP_PROFILE: the
+// directory for one per codec, started with the creates).
+func profile(b *testing.B, cs kubernetes.Interface, path string) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").DoRaw(context.Background())
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		b.Logf("profile: %v", err)
+	}
 }
 
 // usage is a process's CPU so far and its peak RSS (bytes).

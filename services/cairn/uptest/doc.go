@@ -17,6 +17,10 @@
 // and terms lost, partitions acquired, released and lost, catch-up
 // failures and the publish lag p99.
 //
+// With BENCH_UP_PROFILE=DIR it also writes DIR/CODEC.pprof, a 30 s CPU
+// profile of cairn up from its /debug/pprof/profile (kube-apiserver's
+// --profiling, on by default) taken while the creates run.
+//
 // The load processes and the etcd are this test binary run again with
 // CAIRN_UPBENCH_ROLE set (main_test.go).
 package uptest

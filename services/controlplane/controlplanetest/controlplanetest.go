@@ -73,6 +73,8 @@ type Options struct {
 	MaxTokenExpiration time.Duration
 	// RequestTimeout is controlplane.Config's.
 	RequestTimeout time.Duration
+	// DisableProfiling is controlplane.Config's.
+	DisableProfiling bool
 	// NodeNetNS is controlplane.Config.NodeNetNS (service webhooks).
 	NodeNetNS func(node string) (string, bool)
 	// NodeAuthorizer runs the Node authorizer and NodeRestriction
@@ -125,6 +127,7 @@ func Start(t testing.TB, opts ...Options) *Env {
 		ServiceAccountAdmission: o.ServiceAccountAdmission,
 		MaxTokenExpiration:      o.MaxTokenExpiration,
 		RequestTimeout:          o.RequestTimeout,
+		DisableProfiling:        o.DisableProfiling,
 		NodeAuthorizer:          o.NodeAuthorizer,
 		Authorizer:              o.Authorizer,
 		KubeletClientTLS:        o.KubeletClientTLS,
