@@ -300,19 +300,21 @@ func (c *Cache[T]) WaitForLog(ctx context.Context) error {
 			return err
 		}
 	}
-	s, err := c.cfg.JS.Stream(ctx, c.stream)
-	if err != nil {
-		return fmt.Errorf("consumer: wait for log: %w", err)
-	}
 	var last uint64
-	for _, filter := range f.filters {
-		m, err := s.GetLastMsgForSubject(ctx, filter)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
+	for b := (backoff{min: 100 * time.Millisecond, max: 5 * time.Second}); ; {
+		var err error
+		if last, err = c.lastSeq(ctx, f.filters); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
 			return fmt.Errorf("consumer: wait for log: %w", err)
-		default:
-			last = max(last, m.Sequence)
+		}
+		// JetStream's API can time out for a while (a stream whose
+		// replicas change, a meta leader being elected, a loaded
+		// machine): keep asking until ctx ends, as a wait should.
+		c.log.Warn("wait for log: reading the log's end failed; retrying", "err", err)
+		if b.wait(ctx); ctx.Err() != nil {
+			return fmt.Errorf("consumer: wait for log: %w", err)
 		}
 	}
 	for c.seq.Load() < last {
@@ -321,6 +323,27 @@ func (c *Cache[T]) WaitForLog(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lastSeq is the stream sequence of the last event on the log that one
+// of filters selects (0 without any).
+func (c *Cache[T]) lastSeq(ctx context.Context, filters []string) (uint64, error) {
+	s, err := c.cfg.JS.Stream(ctx, c.stream)
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	for _, filter := range filters {
+		m, err := s.GetLastMsgForSubject(ctx, filter)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			last = max(last, m.Sequence)
+		}
+	}
+	return last, nil
 }
 
 // envelope decodes an event and its object in one pass: the outer Object
