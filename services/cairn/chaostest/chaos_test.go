@@ -133,7 +133,7 @@ func TestChaos(t *testing.T) {
 	c.verify("after the faults")
 	log := readLog(t, first)
 	checkAcked(t, ctx, cs, a, log)
-	// The pod bound fails (a bug of the controllers, see the package
+	// The surge bounds fail (bugs of the controllers, see the package
 	// documentation): checked only with CAIRN_HA_TESTS=1 until fixed.
 	most := checkRollouts(t, log, os.Getenv("CAIRN_HA_TESTS") != "")
 	jobs := checkCronJob(t, log)
