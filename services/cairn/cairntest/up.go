@@ -22,6 +22,10 @@ type UpConfig struct {
 	Dir string
 	// Env is the child's whole environment; nil inherits the test's.
 	Env []string
+	// Prefix, when set, is a command that execs Bin with its arguments
+	// (such as ip netns exec NS, to run the server on a test host of
+	// ops/topologies): the child's pid stays Bin's.
+	Prefix []string
 	// StopTimeout bounds Stop after SIGINT or SIGTERM (or SIGKILL), and how
 	// long the cleanup waits after its SIGINT before it kills.
 	StopTimeout time.Duration
@@ -60,7 +64,8 @@ func StartUp(t, owner testing.TB, cfg UpConfig) *Up {
 		args = append(args, "--disable-cluster-dns")
 	}
 	u := &Up{UpConfig: cfg, stdout: &Buffer{}, stderr: &Buffer{}}
-	cmd := exec.Command(cfg.Bin, append(args, cfg.Args...)...)
+	argv := append(append(append([]string{}, cfg.Prefix...), cfg.Bin), append(args, cfg.Args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = cfg.Dir, cfg.Env
 	cmd.Stdout, cmd.Stderr = u.stdout, u.stderr
 	var err error
