@@ -87,14 +87,16 @@
 // does not count a ReplicaSet the old one made. Not yet analysed
 // further. Both bounds are checked only with CAIRN_HA_TESTS=1 until fixed.
 //
-// A server restarted while JetStream is unavailable can exit: in one run
+// A server restarted while JetStream is unavailable could exit: in one run
 // the etcd leader's server, restarted, was still syncing its
 // controller-manager when the meta leader's host was cut off, and `cairn
 // up` exited 1 with "controller-manager: consumer: wait for log: context
 // deadline exceeded" (a JetStream API request timing out during the
-// controller-manager's WaitForSync fails the service, and with it the
-// server) instead of retrying. The test now waits until a restarted
-// server's every service is ready before the next fault.
+// controller-manager's WaitForSync failed the service, and with it the
+// server). Fixed: Cache.WaitForLog now retries the log's end until its
+// context ends (package consumer, TestWaitForLogRetries). The test still
+// waits until a restarted server's every service is ready before the next
+// fault, so that each fault is measured alone.
 //
 // # Figures
 //
