@@ -3,7 +3,6 @@ package chaostest
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,9 +132,7 @@ func TestChaos(t *testing.T) {
 	c.verify("after the faults")
 	log := readLog(t, first)
 	checkAcked(t, ctx, cs, a, log)
-	// The surge bounds fail (bugs of the controllers, see the package
-	// documentation): checked only with CAIRN_HA_TESTS=1 until fixed.
-	most := checkRollouts(t, log, os.Getenv("CAIRN_HA_TESTS") != "")
+	most := checkRollouts(t, log)
 	jobs := checkCronJob(t, log)
 	t.Logf("log: %d events in namespace %s; the most non-terminated pods of a Deployment %d (replicas %d + maxSurge %d); CronJob fired %d times",
 		len(log), namespace, most, replicas, surge, jobs)

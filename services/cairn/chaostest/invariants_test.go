@@ -108,18 +108,18 @@ type podOf struct {
 
 // checkRollouts replays the log: no pod is created for a ReplicaSet that
 // already has spec.replicas non-terminated pods (a pod created twice, by
-// two controller-manager replicas or a stale cache), and, with bounds,
-// at no revision do a Deployment's ReplicaSets have more than replicas +
-// maxSurge spec.replicas in all (kube's bound), nor the Deployment more
-// than replicas + maxSurge non-terminated pods (the bound package
-// deployment promises at every moment); without bounds their violations
-// are counted and logged. It returns the most pods a Deployment had.
-func checkRollouts(t *testing.T, log []*events.Event, bounds bool) int {
+// two controller-manager replicas or a stale cache), and at no revision do
+// a Deployment's ReplicaSets have more than replicas + maxSurge
+// spec.replicas in all (kube's bound). The moments a Deployment had more
+// than replicas + maxSurge non-terminated pods are counted and logged:
+// kube keeps the bound on the specs only, and status lags the pods (see
+// package deployment); it returns the most pods a Deployment had.
+func checkRollouts(t *testing.T, log []*events.Event) int {
 	t.Helper()
 	rsDeploy := map[string]string{} // ReplicaSet -> Deployment
 	rsSpec := map[string]int32{}
 	pods := map[string]podOf{} // by UID
-	most, bad, over, specOver := 0, 0, 0, 0
+	most, bad, over := 0, 0, 0
 	// The last changes of each Deployment's ReplicaSets and pods, shown
 	// with its first violation (for the first three Deployments).
 	history := map[string][]string{}
@@ -180,9 +180,6 @@ func checkRollouts(t *testing.T, log []*events.Event, bounds bool) int {
 					}
 				}
 				if sum > replicas+surge {
-					specOver++
-				}
-				if sum > replicas+surge && bounds {
 					report(d, "revision %d: Deployment %s's ReplicaSets have spec.replicas %d in all, more than replicas %d + maxSurge %d",
 						e.Revision, d, sum, replicas, surge)
 				}
@@ -220,19 +217,13 @@ func checkRollouts(t *testing.T, log []*events.Event, bounds bool) int {
 			if n > replicas+surge {
 				over++
 			}
-			if n > replicas+surge && bounds {
-				report(d, "revision %d: Deployment %s has %d non-terminated pods, more than replicas %d + maxSurge %d (pod %s)",
-					e.Revision, d, n, replicas, surge, p.Name)
-			}
 		}
 	}
 	if bad > 10 {
 		t.Errorf("... %d rollout violations in all", bad)
 	}
-	if (over > 0 || specOver > 0) && !bounds {
-		t.Logf("KNOWN BUGS (package documentation; checked with CAIRN_HA_TESTS=1): at %d revisions a Deployment had more than replicas + maxSurge "+
-			"non-terminated pods, at %d its ReplicaSets more than that spec.replicas", over, specOver)
-	}
+	t.Logf("at %d revisions a Deployment had more than replicas %d + maxSurge %d non-terminated pods (kube bounds the specs only)",
+		over, replicas, surge)
 	return most
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/events/consumer"
+	"github.com/cairn-dev/cairn/services/controllers/writes"
 	"github.com/cairn-dev/cairn/services/eventrecord"
 )
 
@@ -42,6 +43,10 @@ type Controller struct {
 	log         *slog.Logger
 	now         func() time.Time
 	recorder    *eventrecord.Recorder
+	// rssWritten is, per deployment key, the revision of this replica's
+	// last write to one of its replica sets, until the replica set cache
+	// shows it (see Reconcile).
+	rssWritten *writes.Tracker
 }
 
 // Component is the source of the controller's Events, as kube's.
@@ -68,7 +73,7 @@ func New(m *consumer.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
-	c := &Controller{client: m.Client(), log: log, now: now, recorder: recorder}
+	c := &Controller{client: m.Client(), log: log, now: now, recorder: recorder, rssWritten: writes.New()}
 	if c.deployments, err = consumer.CacheFor[*appsv1.Deployment](m, deploymentsGVR); err != nil {
 		return nil, fmt.Errorf("deployment: cache: %w", err)
 	}

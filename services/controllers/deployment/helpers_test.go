@@ -38,6 +38,8 @@ type world struct {
 	env     *controlplanetest.Env
 	client  kubernetes.Interface
 	kubelet *fakeKubelet
+	// ctrl is the deployment controller under test.
+	ctrl *Controller
 	// proxy is the apiserver's URL behind a loopback proxy that adds the
 	// admin's token: kubectl sends no bearer token over plain HTTP.
 	proxy string
@@ -54,7 +56,8 @@ func startWorld(t *testing.T) *world {
 	t.Helper()
 	env := controlplanetest.Start(t)
 	m := consumertest.Manager(t, env, controlplanetest.ControllerToken, testLog(), nil)
-	if _, err := New(m, Options{Workers: 4}); err != nil {
+	ctrl, err := New(m, Options{Workers: 4})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := addReplicaSets(m, env); err != nil {
@@ -76,7 +79,7 @@ func startWorld(t *testing.T) *world {
 		rp.ServeHTTP(rw, r)
 	}))
 	t.Cleanup(proxy.Close)
-	return &world{env: env, client: env.Client, kubelet: kl, proxy: proxy.URL}
+	return &world{env: env, client: env.Client, kubelet: kl, ctrl: ctrl, proxy: proxy.URL}
 }
 
 // run runs the runners until the test ends; the cleanup waits for them.

@@ -27,9 +27,19 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 	ns, name := req.NamespaceName()
 	cached, ok := c.deployments.Get(ns, name)
 	if !ok {
+		c.rssWritten.Forget(req.Key)
 		return consumer.Result{}, nil
 	}
-	s := &syncer{Controller: c, ctx: ctx, log: c.log.With("deployment", req.Key)}
+	// The replica set cache follows the log on its own: a round can see
+	// the deployment of after this replica's last scale (a new template)
+	// with its replica sets from before it, and create the new replica set
+	// counting a size the old one no longer has (2 + 1 + 1 pods for
+	// replicas 2, maxSurge 1). Wait for the own write instead: its event
+	// queues the key again (the requeue is a safety net).
+	if !c.rssWritten.Seen(req.Key, c.rss.Revision().String()) {
+		return consumer.Result{RequeueAfter: time.Second}, nil
+	}
+	s := &syncer{Controller: c, ctx: ctx, key: req.Key, log: c.log.With("deployment", req.Key)}
 	if err := s.syncDeployment(cached.DeepCopy()); err != nil {
 		return consumer.Result{}, fmt.Errorf("deployment: sync %s: %w", req.Key, err)
 	}
@@ -40,9 +50,18 @@ func (c *Controller) Reconcile(ctx context.Context, req consumer.Request) (consu
 type syncer struct {
 	*Controller
 	ctx context.Context
+	key string
 	log *slog.Logger
 	// requeue asks for a progress check after that long.
 	requeue time.Duration
+}
+
+// wrote records a write to one of the deployment's replica sets that
+// returned out (see Reconcile).
+func (s *syncer) wrote(out *appsv1.ReplicaSet) {
+	if out != nil {
+		s.rssWritten.Wrote(s.key, out.ResourceVersion)
+	}
 }
 
 // event records an Event about d, caused by what this sync reacts to.
@@ -163,6 +182,7 @@ func (s *syncer) adopt(rs *appsv1.ReplicaSet, d *appsv1.Deployment) (*appsv1.Rep
 	if err != nil {
 		return nil, fmt.Errorf("adopt replica set %s: %w", rs.Name, err)
 	}
+	s.wrote(out)
 	s.log.Info("adopted replica set", "replicaSet", rs.Name)
 	return out, nil
 }
@@ -259,6 +279,7 @@ func (s *syncer) newReplicaSet(d *appsv1.Deployment, rsList, oldRSs []*appsv1.Re
 			if err != nil {
 				return nil, fmt.Errorf("update replica set %s: %w", rs.Name, err)
 			}
+			s.wrote(out)
 			return out, nil
 		}
 		needsUpdate := setDeploymentRevision(d, rs.Annotations[RevisionAnnotation])
@@ -308,6 +329,9 @@ func (s *syncer) newReplicaSet(d *appsv1.Deployment, rsList, oldRSs []*appsv1.Re
 	setNewReplicaSetAnnotations(d, rs, newRevision, false)
 
 	created, err := s.client.AppsV1().ReplicaSets(d.Namespace).Create(s.ctx, rs, metav1.CreateOptions{})
+	if err == nil {
+		s.wrote(created)
+	}
 	alreadyExists := false
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -466,6 +490,7 @@ func (s *syncer) scaleReplicaSet(rs *appsv1.ReplicaSet, n int32, d *appsv1.Deplo
 	if err != nil {
 		return false, rs, fmt.Errorf("scale replica set %s: %w", rs.Name, err)
 	}
+	s.wrote(out)
 	if sizeChanged {
 		s.log.Info("scaled replica set", "replicaSet", rs.Name, "direction", op, "from", from, "to", n)
 		s.event(d, corev1.EventTypeNormal, ReasonScalingReplicaSet, fmt.Sprintf("Scaled %s replica set %s from %d to %d", op, rs.Name, from, n))

@@ -378,10 +378,11 @@ func statusReady(s appsv1.ReplicaSetStatus) int32     { return s.ReadyReplicas }
 func statusAvailable(s appsv1.ReplicaSetStatus) int32 { return s.AvailableReplicas }
 
 // podsUpperBound counts, for rolling decisions, the pods the replica sets
-// may have now: max(spec, status.replicas) each. Kube counts spec only, so
-// pods of a replica set that was just scaled down but whose pods are not
-// gone yet are not counted and the surge bound can be exceeded for a
-// moment; counting them keeps it at every moment.
+// may have now as far as their status says: max(spec, status.replicas)
+// each. Kube counts spec only, so pods of a replica set that was just
+// scaled down but whose pods are not gone yet are not counted; counting
+// them narrows the moments past the surge bound (status itself lags the
+// pods, see the package documentation).
 func podsUpperBound(rss []*appsv1.ReplicaSet) (n int32) {
 	for _, rs := range rss {
 		if rs != nil {
