@@ -195,10 +195,22 @@ func TestCacheNamed(t *testing.T) {
 	env := controlplanetest.Start(t)
 	ctx := testCtx(t, 30*time.Second)
 	nodes := env.Client.CoreV1().Nodes()
+	var last string
 	for _, name := range []string{"node-1", "node-2"} {
-		if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		last = n.ResourceVersion
+	}
+	// The creates on the log first: a create published after the cache's
+	// seek would be delivered (and skipped as part of the snapshot).
+	rev, err := events.ParseRevision(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.WaitPublished(ctx, env.JS, rev); err != nil {
+		t.Fatal(err)
 	}
 	c, err := NewCache(CacheConfig[*corev1.Node]{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Name: "node-1", Config: env.Config, JS: env.JS})
 	if err != nil {

@@ -101,6 +101,16 @@ func StartNATS(cfg NATSConfig) (*NATS, error) {
 			}
 			alone = fresh
 		}
+		if !alone {
+			// A server whose meta group holds only itself (the others
+			// were removed) restarts alone the same way: nothing routes
+			// to it any more.
+			peers, err := metaPeers(cfg.StoreDir)
+			if err != nil {
+				return nil, err
+			}
+			alone = len(peers) == 1 && peers[0] == nodeID(name)
+		}
 		// A user of the system account, for JSApiRemoveServer. With only
 		// the global and the system account configured and no
 		// authorization block, nats-server keeps clients without

@@ -124,10 +124,18 @@ func (n *NATS) RemovePeer(ctx context.Context, name string) error {
 // then the helper stops. Servers that join later are added to the group
 // by its leader as to any other cluster. The peer state layout is
 // nats-server v2.15's (peers.idx: cluster size, peer count, node ids,
-// extension state); TestNATSBootstrapAlone covers it.
+// extension state); TestNATSBootstrapAlone covers it. A server restarted
+// on a store whose meta group holds only itself (every other server was
+// removed: nats-server rewrites the peer state on each removal) gets the
+// same helper, kept until its streams have their leaders too (their raft
+// groups wait for a route the same way); TestNATSRestartAlone.
+
+func metaDir(storeDir string) string {
+	return filepath.Join(storeDir, server.JetStreamStoreDir, sysAccount, "_js_", "_meta_")
+}
 
 func bootstrapMeta(storeDir, name string) (fresh bool, err error) {
-	dir := filepath.Join(storeDir, server.JetStreamStoreDir, sysAccount, "_js_", "_meta_")
+	dir := metaDir(storeDir)
 	if _, err := os.Stat(dir); err == nil {
 		return false, nil
 	}
@@ -144,8 +152,33 @@ func bootstrapMeta(storeDir, name string) (fresh bool, err error) {
 	return true, nil
 }
 
+// metaPeers returns the node ids of the meta group's peers as the store
+// holds them (peers.idx), nil if it holds no meta group.
+func metaPeers(storeDir string) ([]string, error) {
+	buf, err := os.ReadFile(filepath.Join(metaDir(storeDir), "peers.idx"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded: nats meta group: %w", err)
+	}
+	if len(buf) < 8 {
+		return nil, fmt.Errorf("embedded: nats meta group: peers.idx of %d bytes", len(buf))
+	}
+	n := int(binary.LittleEndian.Uint32(buf[4:]))
+	if len(buf) < 8+n*nodeIDLen {
+		return nil, fmt.Errorf("embedded: nats meta group: peers.idx of %d bytes for %d peers", len(buf), n)
+	}
+	peers := make([]string, n)
+	for i := range peers {
+		peers[i] = string(buf[8+i*nodeIDLen : 8+(i+1)*nodeIDLen])
+	}
+	return peers, nil
+}
+
 // startMetaAlone routes a helper server to n until n's meta group has a
-// leader (itself), then stops the helper.
+// leader (itself) and every stream it holds has one, then stops the
+// helper.
 func startMetaAlone(n *NATS, clusterName, host string) error {
 	route, err := url.Parse(n.ClusterURL())
 	if err != nil {
@@ -160,12 +193,29 @@ func startMetaAlone(n *NATS, clusterName, host string) error {
 	defer func() { h.Shutdown(); h.WaitForShutdown() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if m, err := n.Meta(); err == nil && m.Leader != "" {
+		if m, err := n.Meta(); err == nil && m.Leader != "" && n.streamsLed() {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return errors.New("embedded: nats bootstrap: no JetStream meta leader in 60s")
+	return errors.New("embedded: nats bootstrap: no JetStream meta leader, or a stream without a leader, in 60s")
+}
+
+// streamsLed reports whether every clustered stream the server holds has a
+// leader.
+func (n *NATS) streamsLed() bool {
+	jsz, err := n.s.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return false
+	}
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			if st.Cluster != nil && st.Cluster.Leader == "" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 const nodeIDLen = 8
