@@ -35,9 +35,7 @@ type server struct {
 // members, three NATS peers and the streams at three replicas; events
 // verify passes on each; with server 3 SIGKILLed writes go on through the
 // others; cluster remove takes it out (two members, streams back at one
-// replica); server 2 restarted without --join or token serves again;
-// server 2 removed too, server 1 restarts alone and serves reads and
-// writes.
+// replica); server 2 restarted without --join or token serves again.
 func TestThreeServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three servers")
@@ -178,34 +176,39 @@ func TestThreeServers(t *testing.T) {
 			t.Errorf("events verify on %s: %v", s.dir, r)
 		}
 	}
+}
 
-	// Server 2 stopped for good and removed: server 1 is the cluster, and
-	// restarts alone (nothing routes to its NATS any more).
-	servers[1].up.Stop(t, syscall.SIGTERM)
-	if r := cairntest.Run(t, 3*time.Minute, bin, "cluster", "remove", names[1], "--data-dir", first.dir); r.Err != nil {
-		t.Fatalf("cluster remove %s: %v", names[1], r)
+// TestClusterInitRestartsAlone: the first server of a cluster that no
+// other server joined (cairn up --cluster-init) restarts on its data
+// directory and serves reads, writes and the log: nothing routes to its
+// NATS server, whose clustered JetStream would otherwise wait for a
+// route (package embedded, TestNATSRestartAlone).
+func TestClusterInitRestartsAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server")
 	}
-	waitStatus(t, bin, first.dir, 2*time.Minute, func(st string) error {
-		if strings.Contains(st, names[1]) {
-			return fmt.Errorf("server %s still listed", names[1])
-		}
-		if n := strings.Count(st, " started "); n != 1 {
-			return fmt.Errorf("%d started etcd members, want 1", n)
-		}
-		return nil
-	})
-	first.up.Stop(t, syscall.SIGTERM)
-	start(first)
-	c1 := client(t, first)
-	if _, err := c1.CoreV1().ConfigMaps("default").Get(ctx, "after-kill-0", metav1.GetOptions{}); err != nil {
-		t.Fatalf("read through server 1 restarted alone: %v", err)
+	bin := cairntest.Build(t)
+	api, ports := clusterPorts(t)
+	s := &server{addr: net.JoinHostPort("127.0.0.2", api), dir: filepath.Join(t.TempDir(), "s1")}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	startServer(t, ctx, bin, s, append(ports, "--cluster-init"))
+	if _, err := client(t, s).CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "before", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c1.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: "alone", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("write through server 1 restarted alone: %v", err)
+	s.up.Stop(t, syscall.SIGTERM)
+	startServer(t, ctx, bin, s, ports)
+	c := client(t, s)
+	if _, err := c.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Fatalf("read after the restart: %v", err)
 	}
-	if r := cairntest.Run(t, 2*time.Minute, bin, "events", "verify", "--data-dir", first.dir); r.Err != nil {
-		t.Errorf("events verify on server 1 alone: %v", r)
+	if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "after", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("write after the restart: %v", err)
+	}
+	if r := cairntest.Run(t, 2*time.Minute, bin, "events", "verify", "--data-dir", s.dir); r.Err != nil {
+		t.Errorf("events verify after the restart: %v", r)
 	}
 }
 
