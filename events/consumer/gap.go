@@ -32,6 +32,23 @@ type gapSet struct {
 // gone anyway) the changes get a nil event, as a snapshot's do.
 const maxGapLookups = 1000
 
+// gapPublishWait bounds how long a snapshot waits for the log to hold its
+// revision before it looks up its gap's events.
+const gapPublishWait = 5 * time.Second
+
+// waitGapPublished waits, up to gapPublishWait, until the log holds rev,
+// before a snapshot at rev looks up its gap's events there: the list read
+// etcd, which the publisher may not have put on the log yet, and a change
+// whose event is not published yet is not found. Past the wait the
+// changes not found get a nil event.
+func (c *Cache[T]) waitGapPublished(ctx context.Context, rev events.Revision) {
+	ctx, cancel := context.WithTimeout(ctx, gapPublishWait)
+	defer cancel()
+	if err := events.WaitPublished(ctx, c.cfg.JS, rev); err != nil {
+		c.log.Warn("consumer: the log does not hold the snapshot's revision yet; its gap's changes may have no event", "revision", int64(rev), "err", err)
+	}
+}
+
 // gapEvent is the event on the log that made the change kind of obj found
 // by a snapshot at rev: the last event on obj's subjects, if it is of
 // obj's uid and is that change (the revision obj has, or the delete of it
