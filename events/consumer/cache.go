@@ -409,15 +409,12 @@ func (c *Cache[T]) replace(ctx context.Context, objs []T, rev events.Revision, g
 	c.mu.Unlock()
 	evs := make([]*events.Event, len(changes))
 	if gap.on {
-		for _, ch := range changes {
-			if gap.followed.keeps(ch.obj) {
-				c.waitGapPublished(ctx, rev)
-				break
-			}
-		}
 		var n int
 		for i, ch := range changes {
 			if gap.followed.keeps(ch.obj) && n < maxGapLookups {
+				if n == 0 {
+					c.waitGapPublished(ctx, rev)
+				}
 				n++
 				evs[i] = c.gapEvent(ctx, ch.obj, ch.kind, rev)
 			}

@@ -29,17 +29,7 @@ func TestNATSBootstrapAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		m, err := first.Meta()
-		if err == nil && len(m.Peers) == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("meta = %+v, %v; want peers a and b", m, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitMeta(t, first, func(m embedded.NATSMeta) bool { return len(m.Peers) == 2 })
 }
 
 // TestNATSRestartAlone: the last server of a cluster whose other server
@@ -93,6 +83,7 @@ func TestNATSRestartAlone(t *testing.T) {
 	}
 }
 
+// waitMeta waits up to a minute until n's meta group is ok.
 func waitMeta(t *testing.T, n *embedded.NATS, ok func(embedded.NATSMeta) bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
