@@ -37,10 +37,11 @@ func (h heal) String() string {
 }
 
 // TestChaos: see the package documentation.
-func TestChaos(t *testing.T) {
+func TestChaos(tt *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: three servers and two nodes in network namespaces")
+		tt.Skip("-short: three servers and two nodes in network namespaces")
 	}
+	t := cairntest.RecordFailures(tt)
 	began := time.Now()
 	topo := topologies.New(t, "s1", "s2", "s3", "n1", "n2")
 	bin := cairntest.Build(t)
@@ -147,7 +148,7 @@ func TestChaos(t *testing.T) {
 
 // faults injects the faults one at a time and measures their heal.
 type faults struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	c   *cluster
 	cs  clients
@@ -268,7 +269,7 @@ func (f *faults) killCM(cm *cairntest.Proc) heal {
 }
 
 // waitFor polls check until it passes; it fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
+func waitFor(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

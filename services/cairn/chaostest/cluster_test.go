@@ -29,7 +29,7 @@ const apiPort = "6443"
 
 // cluster is three servers (hosts s1-s3) and the hosts of the nodes.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	topo    *topologies.Topology
 	servers []*server
@@ -52,7 +52,7 @@ func (c *cluster) prefix(h *topologies.Host) []string {
 
 // startCluster starts s1 with --cluster-init and joins s2 and s3 to it
 // with its server token.
-func startCluster(t *testing.T, bin string, topo *topologies.Topology) *cluster {
+func startCluster(t testing.TB, bin string, topo *topologies.Topology) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: bin, topo: topo}
 	root := t.TempDir()

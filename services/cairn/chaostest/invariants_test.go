@@ -21,7 +21,7 @@ import (
 
 // readLog is every event of the test's namespace on the log, in revision
 // order, read through s with `cairn events tail --no-follow --json`.
-func readLog(t *testing.T, s *server) []*events.Event {
+func readLog(t testing.TB, s *server) []*events.Event {
 	t.Helper()
 	r := s.cli(5*time.Minute, "events", "tail", "--no-follow", "--json", "--namespace", namespace)
 	if r.Err != nil {
@@ -46,7 +46,7 @@ func readLog(t *testing.T, s *server) []*events.Event {
 // checkAcked: every acked write is in etcd (the object, with the UID the
 // write returned, at that state or a later one, read through every
 // server) and on the log (an event at the write's revision).
-func checkAcked(t *testing.T, ctx context.Context, cs clients, a *acks, log []*events.Event) {
+func checkAcked(t testing.TB, ctx context.Context, cs clients, a *acks, log []*events.Event) {
 	t.Helper()
 	onLog := map[string]bool{} // kind/name@revision
 	for _, e := range log {
@@ -114,7 +114,7 @@ type podOf struct {
 // than replicas + maxSurge non-terminated pods are counted and logged:
 // kube keeps the bound on the specs only, and status lags the pods (see
 // package deployment); it returns the most pods a Deployment had.
-func checkRollouts(t *testing.T, log []*events.Event) int {
+func checkRollouts(t testing.TB, log []*events.Event) int {
 	t.Helper()
 	rsDeploy := map[string]string{} // ReplicaSet -> Deployment
 	rsSpec := map[string]int32{}
@@ -237,7 +237,7 @@ func ptrVal(p *int32) int32 {
 // checkCronJob replays the log: each Job of the CronJob (named by its
 // scheduled time) is created once, and with concurrencyPolicy Forbid no
 // two of them run at once. It returns how many Jobs fired.
-func checkCronJob(t *testing.T, log []*events.Event) int {
+func checkCronJob(t testing.TB, log []*events.Event) int {
 	t.Helper()
 	created := map[string]int{}
 	running := map[string]bool{}

@@ -90,7 +90,7 @@ type clients []kubernetes.Interface
 
 // createWorkload creates the namespace, the Deployments and the CronJob
 // through the first server, recording each acked create.
-func createWorkload(t *testing.T, ctx context.Context, cs clients, a *acks) {
+func createWorkload(t testing.TB, ctx context.Context, cs clients, a *acks) {
 	t.Helper()
 	c := cs[0]
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
