@@ -78,3 +78,42 @@ func TestWriteRejectsEmpty(t *testing.T) {
 		t.Error("Write with empty user succeeded")
 	}
 }
+
+// TestRewriteNeverEmpty: a reader of a kubeconfig that is written again
+// (a server restarting on its data directory) always loads a whole one;
+// a write in place (truncate, then write) let client-go read an empty
+// file ("invalid configuration: no configuration has been provided").
+func TestRewriteNeverEmpty(t *testing.T) {
+	ca := []byte("-----BEGIN CERTIFICATE-----\nY2E=\n-----END CERTIFICATE-----\n")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := WriteCertFile(path, "https://127.0.0.1:6443", ca, "/c.pem", "u"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 300 {
+			if err := WriteCertFile(path, "https://127.0.0.1:6443", ca, "/c.pem", "u"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			t.Logf("%d reads during 300 writes", reads)
+			if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".kubeconfig.*")); len(leftovers) > 0 {
+				t.Errorf("temporary files left: %v", leftovers)
+			}
+			return
+		default:
+		}
+		cfg, err := clientcmd.LoadFromFile(path)
+		if err != nil || cfg.CurrentContext != ContextName {
+			t.Fatalf("read %d while the file is written again: %v (current context %q)", reads, err, cfg.CurrentContext)
+		}
+		reads++
+	}
+}
