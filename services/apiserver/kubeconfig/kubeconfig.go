@@ -3,11 +3,10 @@ package kubeconfig
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cairn-dev/cairn/services/atomicfile"
 )
 
 // ContextName is the name of the context (and of the cluster) in every
@@ -56,40 +55,11 @@ func write(path, server string, caPEM []byte, user string, auth *clientcmdapi.Au
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %s: %w", path, err)
 	}
-	if err := replaceFile(path, b); err != nil {
+	// Through a temporary file and a rename: a reader (kubectl, a client
+	// of a server restarting and writing its kubeconfig again) sees the old
+	// file or the new one, never an empty one.
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return fmt.Errorf("kubeconfig: write %s: %w", path, err)
 	}
 	return nil
-}
-
-// replaceFile writes b to path through a temporary file in its directory
-// and a rename, so that a reader (kubectl, a client of a server that is
-// restarting and writing its kubeconfig again) sees the old file or the
-// new one, never an empty or half-written one.
-func replaceFile(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after the rename, a no-op
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
