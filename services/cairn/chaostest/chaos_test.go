@@ -2,7 +2,9 @@ package chaostest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,8 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cairn-dev/cairn/events"
 	"github.com/cairn-dev/cairn/ops/topologies"
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
+	"github.com/cairn-dev/cairn/services/cairn/join"
+	"github.com/cairn-dev/cairn/services/kubelet/node"
 )
 
 // cmIdentity is the controller-manager replica the test runs as its own
@@ -43,7 +48,7 @@ func TestChaos(tt *testing.T) {
 	}
 	t := cairntest.RecordFailures(tt)
 	began := time.Now()
-	topo := topologies.New(t, "s1", "s2", "s3", "n1", "n2")
+	topo := topologies.New(t, "s1", "s2", "s3", "n1", "n2", "r1")
 	bin := cairntest.Build(t)
 	c := startCluster(t, bin, topo)
 	t.Logf("three servers ready after %v: %s %s %s", time.Since(began).Round(time.Second), c.servers[0].id, c.servers[1].id, c.servers[2].id)
@@ -79,6 +84,7 @@ func TestChaos(tt *testing.T) {
 		defer p.Alive()
 	}
 	s3 := c.servers[2]
+	rnode := startRealNode(t, topo, bin, "https://"+s3.addr(), token)
 	cm := cairntest.NewProc(t, "controller-manager", "ip", append(c.prefix(s3.host)[1:], bin, "controller-manager",
 		"--data-dir", s3.dir, "--identity", cmIdentity, "--cluster-signing-dir", filepath.Join(s3.dir, "pki"))...)
 	cm.Start()
@@ -87,10 +93,10 @@ func TestChaos(tt *testing.T) {
 	for _, s := range c.servers {
 		cs = append(cs, s.client(20*time.Second))
 	}
-	waitFor(t, 3*time.Minute, "two nodes Ready", func() error { return nodesReady(ctx, cs[0], 2) })
+	waitFor(t, 3*time.Minute, "three nodes Ready", func() error { return nodesReady(ctx, cs[0], 3) })
 	a := &acks{last: map[string]ack{}}
 	createWorkload(t, ctx, cs, a)
-	waitFor(t, 4*time.Minute, "50 Deployments available", func() error { return converged(ctx, cs[0]) })
+	waitFor(t, 4*time.Minute, "51 Deployments available", func() error { return converged(ctx, cs[0]) })
 	first.waitStatus(time.Minute, "the separate controller-manager holds partitions", func(st status) error {
 		if st.owned(cmIdentity) == 0 {
 			return fmt.Errorf("%s owns no partition: %v", cmIdentity, st.owners)
@@ -129,9 +135,17 @@ func TestChaos(tt *testing.T) {
 	ws.mu.Unlock()
 	waitFor(t, 5*time.Minute, "every Deployment rolled out its last template", func() error { return converged(ctx, cs[0]) })
 
+	// The real node stops its pods and containerd on SIGINT.
+	rnode.Interrupt(time.Minute)
+
 	// Invariants, on etcd and on the log.
 	c.verify("after the faults")
 	log := readLog(t, first)
+	if n := realPodsRan(log); n < 2 {
+		t.Errorf("%d pods ran on the real node %s, want at least the first rollout's 2", n, realNode)
+	} else {
+		t.Logf("%d pods ran on the real node %s", n, realNode)
+	}
 	checkAcked(t, ctx, cs, a, log)
 	most := checkRollouts(t, log)
 	jobs := checkCronJob(t, log)
@@ -302,4 +316,45 @@ func nodesReady(ctx context.Context, c kubernetes.Interface, n int) error {
 		return fmt.Errorf("%d of %d nodes Ready", ready, len(l.Items))
 	}
 	return nil
+}
+
+// startRealNode joins a real node (its own containerd, runc, the pods'
+// network namespace cairn-chaos-r1) on host r1 through server. The agent
+// runs in r1's network namespace only (nsenter --net, not `ip netns
+// exec`, whose private mount namespace would hide the node's mounts from
+// the cleanup), so it reaches the servers over the bridge as the hollow
+// nodes do. A cleanup stops what a killed agent left running.
+func startRealNode(t testing.TB, topo *topologies.Topology, bin, server, token string) *cairntest.Proc {
+	t.Helper()
+	h := topo.Host("r1")
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cfg := node.Config{Dir: filepath.Join(join.NodeDir(dir, realNode), "node"), NetNS: "cairn-" + realNode}
+		if err := node.Clean(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("stopping what the real node left: %v", err)
+		}
+	})
+	p := cairntest.NewProc(t, "agent-r1", "nsenter", "--net=/run/netns/"+topo.Name+"-r1", bin, "agent", "--join", server,
+		"--join-token", token, "--node-name", realNode, "--runtime", "cri", "--data-dir", dir,
+		"--address", h.Addr+":10250", "--node-ip", h.Addr)
+	p.Start()
+	return p
+}
+
+// realPodsRan counts the pods that reached Running on the real node,
+// from the log.
+func realPodsRan(log []*events.Event) int {
+	ran := map[string]bool{}
+	for _, e := range log {
+		if e.Kind != "Pod" || e.NodeName != realNode {
+			continue
+		}
+		var p corev1.Pod
+		if json.Unmarshal(e.Object, &p) == nil && p.Status.Phase == corev1.PodRunning {
+			ran[p.Name] = true
+		}
+	}
+	return len(ran)
 }

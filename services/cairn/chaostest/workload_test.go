@@ -16,11 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/cairn-dev/cairn/services/kubelet"
 )
 
 const (
 	namespace   = "chaos"
-	deployments = 50
+	deployments = 51 // roll-00..roll-49 on the hollow nodes, roll-50 on the real node
+	realNode    = "chaos-r1"
 	replicas    = 2
 	surge       = 1
 	revKey      = "chaos.cairn.dev/rev"
@@ -53,8 +56,16 @@ func (a *acks) add(w ack) {
 
 func deploymentName(i int) string { return fmt.Sprintf("roll-%02d", i) }
 
+// onRealNode: the last Deployment's pods run on the real node, the
+// others' on the hollow nodes.
+func onRealNode(i int) bool { return i == deployments-1 }
+
 func deployment(i int) *appsv1.Deployment {
 	labels := map[string]string{"app": deploymentName(i)}
+	nodeSelector := map[string]string{kubelet.HollowLabel: "true"}
+	if onRealNode(i) {
+		nodeSelector = map[string]string{corev1.LabelHostname: realNode}
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: deploymentName(i), Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
@@ -64,7 +75,7 @@ func deployment(i int) *appsv1.Deployment {
 				MaxSurge: ptr.To(intstr.FromInt32(surge)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{revKey: "0"}},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1), NodeSelector: nodeSelector,
 					Containers: []corev1.Container{{Name: "c", Image: "cairn.local/busybox:1.36", Command: []string{"sleep", "3600"}}}},
 			},
 		},
@@ -80,7 +91,8 @@ func cronJob() *batchv1.CronJob {
 		Spec: batchv1.CronJobSpec{Schedule: "* * * * *", ConcurrencyPolicy: batchv1.ForbidConcurrent,
 			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](20), BackoffLimit: ptr.To[int32](0),
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{Name: "c", Image: "cairn.local/busybox:1.36", Command: []string{"sleep", "3600"}}}}}}}},
+					NodeSelector: map[string]string{kubelet.HollowLabel: "true"},
+					Containers:   []corev1.Container{{Name: "c", Image: "cairn.local/busybox:1.36", Command: []string{"sleep", "3600"}}}}}}}},
 	}
 }
 
