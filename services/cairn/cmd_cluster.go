@@ -82,7 +82,9 @@ func runClusterRemove(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	if _, err := serversRequest(rc).Delete().AbsPath(controlplane.ServersPath, name).DoRaw(ctx); err != nil {
+	// Do and Error, not DoRaw: the refusal's Status message (no quorum,
+	// not found) is decoded from the body.
+	if err := serversRequest(rc).Delete().AbsPath(controlplane.ServersPath, name).Do(ctx).Error(); err != nil {
 		return fmt.Errorf("cluster remove %s: %w", name, oneLine(err))
 	}
 	fmt.Fprintf(stdout, "server %s removed\n", name)

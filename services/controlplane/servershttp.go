@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -104,6 +105,10 @@ func (cp *ControlPlane) serverHandlers(cfg Config, extra map[string]http.Handler
 				writeError(w, apierrors.NewNotFound(schema.GroupResource{Resource: "servers"}, name))
 				return
 			}
+			if errors.Is(err, ErrNoQuorum) {
+				writeError(w, apierrors.NewServiceUnavailable(err.Error()))
+				return
+			}
 			writeError(w, apierrors.NewInternalError(err))
 			return
 		}
@@ -142,6 +147,9 @@ func (cp *ControlPlane) serverJoin(ctx context.Context, dir string) (*ServerJoin
 // removal already did; a name that none of them knows is ErrNoServer.
 func (cp *ControlPlane) removeServer(ctx context.Context, name string, cfg Config) error {
 	log := cfg.Log.With("server", name)
+	if err := quorum(ctx, cp.Etcd); err != nil {
+		return err
+	}
 	recErr := deleteServer(ctx, cp.Etcd, name)
 	if recErr != nil && !errors.Is(recErr, ErrNoServer) {
 		return recErr
@@ -166,6 +174,37 @@ func (cp *ControlPlane) removeServer(ctx context.Context, name string, cfg Confi
 	}
 	log.Info("controlplane: server removed", "servers", len(servers))
 	return nil
+}
+
+// ErrNoQuorum means etcd answers no linearizable read: a majority of its
+// members is not reachable from this server, so no member can be removed
+// (etcd's member remove is itself a write of the majority).
+var ErrNoQuorum = errors.New("etcd has no quorum")
+
+// quorumTimeout bounds the read that tells whether etcd has a quorum; a
+// cluster with one answers it in milliseconds, even loaded.
+const quorumTimeout = 5 * time.Second
+
+// quorum returns nil if etcd serves a linearizable read within
+// quorumTimeout, and otherwise ErrNoQuorum with the members this server
+// knows of, so that a removal that cannot happen is refused at once
+// instead of each of its writes waiting out the request's timeout.
+func quorum(ctx context.Context, cli *clientv3.Client) error {
+	qctx, cancel := context.WithTimeout(ctx, quorumTimeout)
+	defer cancel()
+	_, err := cli.Get(qctx, ServersPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err == nil {
+		return nil
+	}
+	members := "its members unknown"
+	mctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if l, merr := cli.MemberList(mctx, clientv3.WithSerializable()); merr == nil {
+		members = fmt.Sprintf("%d members", len(l.Members))
+	}
+	return fmt.Errorf("%w (%s; no linearizable read within %v: %v): a server is removed by a majority of the etcd members; "+
+		"start the stopped servers first (in a cluster of two, neither can be removed while the other is down)",
+		ErrNoQuorum, members, quorumTimeout, err)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -28,10 +28,12 @@ import (
 // into one cluster (the clients spread over the three apiservers; the
 // streams at 3 replicas, etcd of three voters): creates/s and p50/p99 of
 // the same load, the three servers' rate as a ratio of the one's. Then it
-// SIGKILLs the server holding the log's publisher and reports how long
-// until a write through another server is accepted again, and until the
-// log publishes again (a watch through another server, served from the
-// log, delivers a write made after the kill). CAIRN_HA_CREATES (3000) and
+// SIGKILLs the server holding the log's publisher and, once that one is
+// restarted and the cluster whole, the etcd leader's server, and reports
+// for each how long until a write through another server is accepted
+// again, until the log publishes again (a watch through another server,
+// served from the log, delivers a write made after the kill), and until
+// no shard partition is left to the killed server's replicas. CAIRN_HA_CREATES (3000) and
 // CAIRN_HA_CLIENTS (32) set the load.
 func BenchmarkHA(b *testing.B) {
 	creates, clients := envInt(b, "CAIRN_HA_CREATES", 3000), envInt(b, "CAIRN_HA_CLIENTS", 32)
@@ -92,38 +94,63 @@ func BenchmarkHA(b *testing.B) {
 	b.Logf("one server: %s", single)
 	b.Logf("three servers: %s; ratio %.2f", three, three.rate/single.rate)
 
-	// SIGKILL the publisher's server; time writes and the log through
-	// another one.
+	// SIGKILL the publisher's server, then (restarted, the cluster whole
+	// again) the etcd leader's; time writes, the log and the partitions
+	// through another one.
 	pub := publisherOf(st)
-	victim, other := -1, -1
+	f := failover(b, ctx, bin, servers, names, cs, "publisher's", pub, "1")
+	start(servers[f])
+	waitStatus(b, bin, servers[(f+1)%3].dir, 3*time.Minute, func(s string) error {
+		st = s
+		if n := strings.Count(s, " started "); n != 3 {
+			return fmt.Errorf("%d started etcd members, want 3", n)
+		}
+		if publisherOf(s) == "" || etcdLeaderOf(s) == "" {
+			return fmt.Errorf("no publisher or no etcd leader")
+		}
+		return nil
+	})
+	failover(b, ctx, bin, servers, names, cs, "etcd leader's", etcdLeaderOf(st), "2")
+}
+
+// failover SIGKILLs the server named victim (the role's holder) and
+// reports, from the kill: a write through the next server accepted again,
+// the log published again (a watch through it, served from the log,
+// delivers a write made after the kill), and no shard partition left to
+// the victim's controller-manager or scheduler. It returns the victim's
+// index.
+func failover(b *testing.B, ctx context.Context, bin string, servers []*server, names []string, cs []kubernetes.Interface, role, victimName, suffix string) int {
+	b.Helper()
+	victim := -1
 	for i, n := range names {
-		if n == pub {
+		if n == victimName {
 			victim = i
 		}
 	}
 	if victim < 0 {
-		b.Fatalf("publisher %q is none of the servers %v", pub, names)
+		b.Fatalf("the %s server %q is none of the servers %v", role, victimName, names)
 	}
-	other = (victim + 1) % 3
+	other := (victim + 1) % 3
 	oc := cs[other]
 	w, err := oc.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer w.Stop()
+	prefix := "after-kill-" + suffix + "-"
 	killed := time.Now()
 	servers[victim].up.Stop(b, syscall.SIGKILL)
 	var accepted time.Duration
 	for i := 0; ; i++ {
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := oc.CoreV1().ConfigMaps("default").Create(cctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("after-kill-%d", i), Namespace: "default"}}, metav1.CreateOptions{})
+		_, err := oc.CoreV1().ConfigMaps("default").Create(cctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", prefix, i), Namespace: "default"}}, metav1.CreateOptions{})
 		ccancel()
 		if err == nil {
 			accepted = time.Since(killed)
 			break
 		}
 		if time.Since(killed) > 3*time.Minute {
-			b.Fatalf("no write accepted through %s 3 minutes after the publisher's server was killed: %v", servers[other].addr, err)
+			b.Fatalf("no write accepted through %s 3 minutes after the %s server was killed: %v", servers[other].addr, role, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -134,17 +161,68 @@ func BenchmarkHA(b *testing.B) {
 			if !ok {
 				b.Fatal("the watch through another server ended")
 			}
-			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && ev.Type == watch.Added && strings.HasPrefix(cm.Name, "after-kill-") {
+			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && ev.Type == watch.Added && strings.HasPrefix(cm.Name, prefix) {
 				published = time.Since(killed)
 			}
 		case <-time.After(3 * time.Minute):
 			b.Fatal("no watch event for a write after the kill within 3 minutes")
 		}
 	}
-	b.ReportMetric(accepted.Seconds(), "s-writes-again")
-	b.ReportMetric(published.Seconds(), "s-log-again")
-	b.Logf("publisher's server (%s) SIGKILLed: writes accepted again after %v, log published again (watch event) after %v",
-		pub, accepted.Round(10*time.Millisecond), published.Round(10*time.Millisecond))
+	var moved time.Duration
+	for moved == 0 {
+		r := cairntest.Run(b, time.Minute, bin, "cluster", "status", "--data-dir", servers[other].dir)
+		if r.Err == nil && !ownsPartitions(r.Stdout, victimName) {
+			moved = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 3*time.Minute {
+			b.Fatalf("partitions still owned by %s 3 minutes after the kill (%v):\n%s", victimName, r.Err, r.Stdout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b.ReportMetric(accepted.Seconds(), "s-writes-again-"+suffix)
+	b.ReportMetric(published.Seconds(), "s-log-again-"+suffix)
+	b.ReportMetric(moved.Seconds(), "s-partitions-moved-"+suffix)
+	b.Logf("%s server (%s) SIGKILLed: writes accepted again after %v, log published again (watch event) after %v, partitions moved after %v",
+		role, victimName, accepted.Round(10*time.Millisecond), published.Round(10*time.Millisecond), moved.Round(10*time.Millisecond))
+	return victim
+}
+
+// etcdLeaderOf is the leading member's name in cluster status' ETCD
+// MEMBER table (NAME PEER-URLS CLIENT-URLS STATE LEADER REVISION).
+func etcdLeaderOf(status string) string {
+	in := false
+	for _, l := range strings.Split(status, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "ETCD MEMBER"):
+			in = true
+		case len(f) == 0:
+			in = false
+		case in && len(f) >= 6 && f[3] == "started" && f[4] == "true":
+			return f[0]
+		}
+	}
+	return ""
+}
+
+// ownsPartitions: cluster status' SHARD GROUP table (GROUP OWNER N: P,...)
+// has an owner whose identity has id in it (a server's replicas name
+// themselves after it).
+func ownsPartitions(status, id string) bool {
+	in := false
+	for _, l := range strings.Split(status, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case strings.HasPrefix(l, "SHARD GROUP"):
+			in = true
+		case len(f) == 0:
+			in = false
+		case in && len(f) >= 3 && strings.Contains(f[1], id):
+			return true
+		}
+	}
+	return false
 }
 
 // loadResult is one load's rate and latencies.
