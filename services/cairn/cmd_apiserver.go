@@ -45,6 +45,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	requestTimeoutFlag(fs.FlagSet, &timeout)
 	profilingFlag(fs.FlagSet, &noProfile)
+	var apf apfFlags
+	apf.register(fs.FlagSet)
 	svcNet.register(fs.FlagSet)
 	saFlags.register(fs.FlagSet)
 	if help, err := fs.parse(args); help || err != nil {
@@ -72,6 +74,10 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = saFlags.values()
 	cfg.RequestTimeout, cfg.DisableProfiling = timeout, noProfile
+	cfg.PriorityAndFairness = apf.enable
+	if cfg.MaxRequestsInFlight, err = apf.limit(); err != nil {
+		return err
+	}
 	if pkiDir != "" {
 		p, err := pki.Load(pkiDir, nil)
 		if err != nil {

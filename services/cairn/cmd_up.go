@@ -16,6 +16,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		sa     serviceAccountFlags
 		dns    kubeletDNSFlags
 		join   upJoinFlags
+		apf    apfFlags
 	)
 	fs := newFlagSet("up", stderr)
 	fs.dataDirFlag("directory for all state (etcd, NATS, PKI, kubeconfig)")
@@ -29,6 +30,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
 	requestTimeoutFlag(fs.FlagSet, &cfg.RequestTimeout)
 	profilingFlag(fs.FlagSet, &cfg.DisableProfiling)
+	apf.register(fs.FlagSet)
 	svcNet.register(fs.FlagSet)
 	sa.register(fs.FlagSet)
 	dns.register(fs.FlagSet)
@@ -40,6 +42,12 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.DataDir = fs.dataDir
+	cfg.PriorityAndFairness = apf.enable
+	limit, err := apf.limit()
+	if err != nil {
+		return err
+	}
+	cfg.MaxRequestsInFlight = limit
 	cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange, cfg.AdvertiseAddress = svcNet.clusterIPRange, svcNet.nodePortRange, svcNet.advertise
 	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = sa.values()
 	cfg.DNS.ClusterDomain, cfg.DNS.ResolvConf = dns.clusterDomain, dns.resolvConf

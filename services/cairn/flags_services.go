@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,33 @@ func profilingFlag(fs *flag.FlagSet, disable *bool) {
 		*disable = !on
 		return err
 	})
+}
+
+// apfFlags are kube-apiserver's API Priority and Fairness flags, shared
+// by cairn apiserver and cairn up: --enable-priority-and-fairness, and
+// the server's concurrency limit as the sum of --max-requests-inflight
+// and --max-mutating-requests-inflight (APF shares the sum out among the
+// priority levels, as kube does).
+type apfFlags struct {
+	enable             bool
+	inflight, mutating int
+}
+
+func (a *apfFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&a.enable, "enable-priority-and-fairness", false, "API Priority and Fairness: classify every request by the FlowSchemas into a "+
+		"priority level, queue it fairly there and answer 429 with Retry-After beyond its share; ensures kube's mandatory and suggested "+
+		"FlowSchemas and PriorityLevelConfigurations (kube's default is true; cairn's is false for now, see the README)")
+	fs.IntVar(&a.inflight, "max-requests-inflight", 400, "with --enable-priority-and-fairness: the non-mutating share of the server's concurrency limit")
+	fs.IntVar(&a.mutating, "max-mutating-requests-inflight", 200, "with --enable-priority-and-fairness: the mutating share of the server's concurrency limit")
+}
+
+// limit is the server's concurrency limit, or an error for a limit APF
+// cannot share out.
+func (a *apfFlags) limit() (int, error) {
+	if a.inflight < 0 || a.mutating < 0 || a.inflight+a.mutating == 0 {
+		return 0, fmt.Errorf("--max-requests-inflight %d and --max-mutating-requests-inflight %d: want at least one above 0 and neither below 0", a.inflight, a.mutating)
+	}
+	return a.inflight + a.mutating, nil
 }
 
 // requestTimeoutFlag is kube-apiserver's --request-timeout, shared by

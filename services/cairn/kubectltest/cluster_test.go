@@ -23,14 +23,14 @@ type cluster struct {
 	*cairntest.Kubectl
 }
 
-// startCluster runs `cairn up --node=false` and waits until the apiserver
+// startCluster runs `cairn up --node=false [flags]` and waits until the apiserver
 // is ready. The process is stopped at owner's cleanup if the test did not
 // stop it; owner is t or a parent of t, so a subtest can start a cluster
 // that outlives it.
-func startCluster(t, owner *testing.T, bin, kubectl, dataDir, addr, home string) *cluster {
+func startCluster(t, owner *testing.T, bin, kubectl, dataDir, addr, home string, flags ...string) *cluster {
 	t.Helper()
 	u := cairntest.StartUp(t, owner, cairntest.UpConfig{Bin: bin, DataDir: dataDir, Addr: addr,
-		Args: []string{"--node=false"}, StopTimeout: stopTimeout})
+		Args: append([]string{"--node=false"}, flags...), StopTimeout: stopTimeout})
 	c := &cluster{Up: u, Kubectl: &cairntest.Kubectl{Path: kubectl, Kubeconfig: u.Kubeconfig(), Home: home, Timeout: callTimeout}}
 	c.WaitReady(t, readyTimeout, func() error {
 		if r := c.Run(t, "get", "--raw", "/readyz"); r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {

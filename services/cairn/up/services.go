@@ -219,6 +219,8 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		MaxTokenExpiration:      s.cfg.MaxTokenExpiration,
 		RequestTimeout:          s.cfg.RequestTimeout,
 		DisableProfiling:        s.cfg.DisableProfiling,
+		PriorityAndFairness:     s.cfg.PriorityAndFairness,
+		MaxRequestsInFlight:     s.cfg.MaxRequestsInFlight,
 		// Kubelets read only what their pods use (Node,RBAC).
 		NodeAuthorizer: true,
 		Identity:       s.id,

@@ -62,6 +62,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// DisableProfiling is the apiserver's (controlplane.Config).
 	DisableProfiling bool
+	// PriorityAndFairness and MaxRequestsInFlight are the apiserver's API
+	// Priority and Fairness settings (controlplane.Config).
+	PriorityAndFairness bool
+	MaxRequestsInFlight int
 	// DNS is the cluster DNS and the node's resolver settings (see
 	// DNSConfig).
 	DNS DNSConfig
