@@ -42,20 +42,31 @@ func TestNATSRestartAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stream (one replica) is created while a is alone, so that it is
+	// a's: created with b there, the meta leader could place it on b, and
+	// removing b would move it to a empty.
+	js := jetStream(t, first)
+	if _, err := js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: nats.FileStorage}); err != nil {
+		first.Close()
+		t.Fatal(err)
+	}
+	if _, err := js.Publish("s.1", []byte("kept")); err != nil {
+		first.Close()
+		t.Fatal(err)
+	}
 	second, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Port: -1, Name: "b",
 		Cluster: embedded.NATSCluster{Name: "c", Port: -1, Routes: []string{first.ClusterURL()}}})
 	if err != nil {
 		first.Close()
 		t.Fatal(err)
 	}
-	waitMeta(t, first, func(m embedded.NATSMeta) bool { return len(m.Peers) == 2 })
-	js := jetStream(t, first)
-	if _, err := js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: nats.FileStorage}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish("s.1", []byte("kept")); err != nil {
-		t.Fatal(err)
-	}
+	// b's addition committed (both peers current) before b stops: a
+	// group of two with b gone has no quorum to finish a change in flight,
+	// and the removal would wait on it ("cluster member change is in
+	// progress").
+	waitMeta(t, first, func(m embedded.NATSMeta) bool {
+		return len(m.Peers) == 2 && m.Peers[0].Current && m.Peers[1].Current
+	})
 	second.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

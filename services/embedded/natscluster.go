@@ -98,6 +98,9 @@ func (n *NATS) RemovePeer(ctx context.Context, name string) error {
 			switch {
 			case resp.Error != nil && resp.Error.Code == 10044: // JSClusterServerNotMemberErr
 				return fmt.Errorf("embedded: nats peer remove %s: %w", name, ErrNotNATSPeer)
+			case resp.Error != nil && resp.Error.Code == 10202: // JSClusterServerMemberChangeInflightErr
+				// The meta group is still applying another change (a
+				// server that just joined): retried below.
 			case resp.Error != nil:
 				return fmt.Errorf("embedded: nats peer remove %s: %s", name, resp.Error.Description)
 			case resp.Success:
