@@ -196,6 +196,9 @@ func quorum(ctx context.Context, cli *clientv3.Client) error {
 	if err == nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		return ctx.Err() // the request ended, not etcd's quorum
+	}
 	members := "its members unknown"
 	mctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
