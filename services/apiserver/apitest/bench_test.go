@@ -117,6 +117,11 @@ func BenchmarkAPICreatePods(b *testing.B) {
 // dryRun only asks for them to be created (dryRun=All: admitted and
 // validated, not stored).
 func createPods(b *testing.B, env *controlplanetest.Env, dryRun bool) (int, time.Duration, time.Duration, time.Duration) {
+	return createPodsWith(b, env.Config, dryRun)
+}
+
+// createPodsWith is createPods by clients of base (its user, its server).
+func createPodsWith(b *testing.B, base *rest.Config, dryRun bool) (int, time.Duration, time.Duration, time.Duration) {
 	opts, prefix := metav1.CreateOptions{}, "bench"
 	if dryRun {
 		// Names of their own: a dry run of a taken name is a conflict.
@@ -129,7 +134,7 @@ func createPods(b *testing.B, env *controlplanetest.Env, dryRun bool) (int, time
 	for w := 0; w < benchClients; w++ {
 		// One connection per client, as 64 separate processes would have:
 		// a custom Dial keeps client-go from sharing one cached transport.
-		cfg := rest.CopyConfig(env.Config)
+		cfg := rest.CopyConfig(base)
 		cfg.Dial = (&net.Dialer{}).DialContext
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
