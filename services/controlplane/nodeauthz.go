@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -76,7 +79,14 @@ func (n *nodeAuthz) start(ctx context.Context, cp *ControlPlane, az *authz) erro
 		return fmt.Errorf("controlplane: loopback client: %w", err)
 	}
 	crbs := cs.RbacV1().ClusterRoleBindings()
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// Admission refuses writes ("not yet ready to handle request") until
+	// its policy informers have synced, which a loaded machine can take
+	// longer than their 10 s first wait for: retried, as a conflict is.
+	notReady := func(err error) bool {
+		return apierrors.IsConflict(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "not yet ready to handle request"))
+	}
+	backoff := wait.Backoff{Steps: 60, Duration: 100 * time.Millisecond, Factor: 1.5, Cap: 2 * time.Second}
+	if err := retry.OnError(backoff, notReady, func() error {
 		b, err := crbs.Get(ctx, "system:node", metav1.GetOptions{})
 		if err != nil || len(b.Subjects) == 0 {
 			return err
