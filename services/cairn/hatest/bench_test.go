@@ -191,15 +191,8 @@ func failover(b *testing.B, ctx context.Context, bin string, servers []*server, 
 // etcdLeaderOf is the leading member's name in cluster status' ETCD
 // MEMBER table (NAME PEER-URLS CLIENT-URLS STATE LEADER REVISION).
 func etcdLeaderOf(status string) string {
-	in := false
-	for _, l := range strings.Split(status, "\n") {
-		f := strings.Fields(l)
-		switch {
-		case strings.HasPrefix(l, "ETCD MEMBER"):
-			in = true
-		case len(f) == 0:
-			in = false
-		case in && len(f) >= 6 && f[3] == "started" && f[4] == "true":
+	for _, f := range tableRows(status, "ETCD MEMBER") {
+		if len(f) >= 6 && f[3] == "started" && f[4] == "true" {
 			return f[0]
 		}
 	}
@@ -210,15 +203,8 @@ func etcdLeaderOf(status string) string {
 // has an owner whose identity has id in it (a server's replicas name
 // themselves after it).
 func ownsPartitions(status, id string) bool {
-	in := false
-	for _, l := range strings.Split(status, "\n") {
-		f := strings.Fields(l)
-		switch {
-		case strings.HasPrefix(l, "SHARD GROUP"):
-			in = true
-		case len(f) == 0:
-			in = false
-		case in && len(f) >= 3 && strings.Contains(f[1], id):
+	for _, f := range tableRows(status, "SHARD GROUP") {
+		if len(f) >= 3 && strings.Contains(f[1], id) {
 			return true
 		}
 	}

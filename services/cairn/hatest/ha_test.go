@@ -333,19 +333,31 @@ func hasLine(s, prefix, field string) bool {
 	return false
 }
 
-// countLines counts the NATS PEER table's lines whose state is state.
-func countLines(s, state string) int {
-	n, in := 0, false
-	for _, l := range strings.Split(s, "\n") {
+// tableRows are the fields of each row of cluster status' table whose
+// header line starts with header, up to the blank line (or the NATS PEER
+// table's "JetStream meta leader:" line) that ends it.
+func tableRows(status, header string) [][]string {
+	var rows [][]string
+	in := false
+	for _, l := range strings.Split(status, "\n") {
 		switch {
-		case strings.HasPrefix(l, "NATS PEER"):
+		case strings.HasPrefix(l, header):
 			in = true
-		case in && strings.TrimSpace(l) == "", in && strings.HasPrefix(l, "JetStream"):
+		case in && (strings.TrimSpace(l) == "" || strings.HasPrefix(l, "JetStream")):
 			in = false
 		case in:
-			if f := strings.Fields(l); len(f) >= 3 && f[2] == state {
-				n++
-			}
+			rows = append(rows, strings.Fields(l))
+		}
+	}
+	return rows
+}
+
+// countLines counts the NATS PEER table's lines whose state is state.
+func countLines(s, state string) int {
+	n := 0
+	for _, f := range tableRows(s, "NATS PEER") {
+		if len(f) >= 3 && f[2] == state {
+			n++
 		}
 	}
 	return n
