@@ -78,9 +78,9 @@ type apfFlags struct {
 }
 
 func (a *apfFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&a.enable, "enable-priority-and-fairness", false, "API Priority and Fairness: classify every request by the FlowSchemas into a "+
+	fs.BoolVar(&a.enable, "enable-priority-and-fairness", true, "API Priority and Fairness: classify every request by the FlowSchemas into a "+
 		"priority level, queue it fairly there and answer 429 with Retry-After beyond its share; ensures kube's mandatory and suggested "+
-		"FlowSchemas and PriorityLevelConfigurations (kube's default is true; cairn's is false for now, see the README)")
+		"FlowSchemas and PriorityLevelConfigurations (kube's default, true; =false serves the API types without the filter)")
 	fs.IntVar(&a.inflight, "max-requests-inflight", 400, "with --enable-priority-and-fairness: the non-mutating share of the server's concurrency limit")
 	fs.IntVar(&a.mutating, "max-mutating-requests-inflight", 200, "with --enable-priority-and-fairness: the mutating share of the server's concurrency limit")
 }

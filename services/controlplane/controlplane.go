@@ -122,9 +122,8 @@ type Config struct {
 	// DefaultMaxRequestsInFlight.
 	MaxRequestsInFlight int
 	// PriorityAndFairness puts API Priority and Fairness in front of the
-	// handlers (kube-apiserver's --enable-priority-and-fairness). Off by
-	// default for now: its figures under load (TestOverload's lease
-	// renewals) are not yet what the components need.
+	// handlers (kube-apiserver's --enable-priority-and-fairness; cairn up
+	// and cairn apiserver turn it on by default, as kube does).
 	PriorityAndFairness bool
 	// NoFsync runs the embedded etcd without fsync (tests, benchmarks).
 	NoFsync bool

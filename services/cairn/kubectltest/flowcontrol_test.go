@@ -9,8 +9,8 @@ import (
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 )
 
-// TestPriorityAndFairness: `cairn up --enable-priority-and-fairness`
-// serves kube's mandatory and suggested FlowSchemas and
+// TestPriorityAndFairness: `cairn up`, with API Priority and Fairness on
+// by default as kube-apiserver has it, serves kube's mandatory and suggested FlowSchemas and
 // PriorityLevelConfigurations to kubectl and classifies requests (kube's
 // X-Kubernetes-PF-FlowSchema-UID response header); a concurrency limit
 // APF cannot share out is refused in one line before anything starts.
@@ -32,8 +32,7 @@ func TestPriorityAndFairness(t *testing.T) {
 		t.Errorf("refused cairn up left %v", entries)
 	}
 
-	c := startCluster(t, t, bin, kubectl, filepath.Join(dir, "data"), cairntest.FreeAddr(t), filepath.Join(dir, "home"),
-		"--enable-priority-and-fairness")
+	c := startCluster(t, t, bin, kubectl, filepath.Join(dir, "data"), cairntest.FreeAddr(t), filepath.Join(dir, "home"))
 	fs := c.OK(t, "get", "flowschemas", "-o", "name")
 	for _, want := range []string{"exempt", "probes", "system-leader-election", "system-nodes", "kube-controller-manager",
 		"service-accounts", "global-default", "catch-all"} {
