@@ -40,8 +40,15 @@ type IngestConfig struct {
 	// (CAIRN_LEASES) are heartbeats and stay out of the history.
 	Stream string
 	// BatchSize is the most events written in one transaction; default
-	// 1000. A batch is also written as soon as the consumer has caught up.
+	// 1000. A batch is also written once the consumer has caught up, and
+	// no sooner than Linger after the previous write.
 	BatchSize int
+	// Linger is how long after the previous write a batch that has caught
+	// up with the log waits for more events: while events trickle in one
+	// by one, the store commits (and syncs) at most once per Linger
+	// instead of once per event, and an event after a quiet spell is
+	// written at once. Default 20ms; negative: write as soon as caught up.
+	Linger time.Duration
 	// Observers see every stored event (metrics).
 	Observers []Observer
 	Log       *slog.Logger
@@ -62,6 +69,9 @@ func NewIngester(st *Store, js jetstream.JetStream, cfg IngestConfig) *Ingester 
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 20 * time.Millisecond
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -149,8 +159,23 @@ func (in *Ingester) consume(ctx context.Context) error {
 	in.log.Info("history: ingesting", "fromSeq", p.Seq+1, "revision", p.Rev)
 	last := p.Seq
 	var batch []*Indexed
+	var wrote time.Time // of the previous write
+	flush := func() error {
+		if err := in.st.write(batch, in.cfg.Observers); err != nil {
+			return err
+		}
+		wrote, batch = time.Now(), batch[:0]
+		return nil
+	}
+	caughtUp := false // the batch's last event was the log's last
 	for {
-		m, err := r.Next(ctx)
+		m, err := in.next(ctx, r, caughtUp && len(batch) > 0, wrote)
+		if errors.Is(err, errLingered) {
+			if err := flush(); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
@@ -163,13 +188,35 @@ func (in *Ingester) consume(ctx context.Context) error {
 		}
 		last = ix.Seq
 		batch = append(batch, ix)
-		if len(batch) >= in.cfg.BatchSize || m.Pending == 0 {
-			if err := in.st.write(batch, in.cfg.Observers); err != nil {
+		caughtUp = m.Pending == 0
+		if len(batch) >= in.cfg.BatchSize || caughtUp && time.Since(wrote) >= in.cfg.Linger {
+			if err := flush(); err != nil {
 				return err
 			}
-			batch = batch[:0]
 		}
 	}
+}
+
+// errLingered: a caught-up batch waited its Linger and no event came.
+var errLingered = errors.New("history: linger over")
+
+// next reads the next message; with lingering, only until Linger after
+// the previous write (then errLingered).
+func (in *Ingester) next(ctx context.Context, r *events.Reader, lingering bool, wrote time.Time) (*events.Msg, error) {
+	if !lingering {
+		return r.Next(ctx)
+	}
+	wait := time.Until(wrote.Add(in.cfg.Linger))
+	if wait <= 0 {
+		return nil, errLingered
+	}
+	lctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m, err := r.Next(lctx)
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		return nil, errLingered
+	}
+	return m, err
 }
 
 // decodeMessage reads one log message. An event that cannot be decoded is

@@ -208,3 +208,44 @@ func countUser(tx *store.Tx, user string) (n int) {
 	_ = tx.ScanUser(user, store.Pos{}, store.MaxPos(1<<62), func(store.Summary) bool { n++; return true })
 	return n
 }
+
+// TestLinger: a batch that has caught up with the log waits Linger after
+// the previous write for more events before it is written; the first
+// events after a quiet spell are written at once.
+func TestLinger(t *testing.T) {
+	js := historytest.StartLog(t)
+	st, err := store.Open(filepath.Join(t.TempDir(), "h.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Published before ingest starts, so that the four are one batch.
+	g := historytest.NewGen()
+	if err := historytest.Publish(t.Context(), js, g.PodLife("ns", 0)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- store.NewIngester(st, js, store.IngestConfig{Linger: time.Hour}).Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(10 * time.Second)
+	for changed := st.Changed(); countAll(t, st) < 4; changed = st.Changed() {
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the first events after a quiet spell are not stored")
+		}
+	}
+	// Within the hour after that write, the next events wait.
+	if err := historytest.Publish(t.Context(), js, g.PodLife("ns", 1)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := countAll(t, st); n != 4 {
+		t.Fatalf("%d events stored within the linger after the previous write, want 4", n)
+	}
+	p, err := st.Progress()
+	if err != nil || p.Seq != 4 {
+		t.Fatalf("progress %+v (%v), want seq 4", p, err)
+	}
+}
