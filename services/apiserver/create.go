@@ -183,5 +183,9 @@ func (s *Server) storeCreate(q *request, obj schemas.Object, w *serviceWrite) (e
 	if err != nil {
 		return 0, err
 	}
-	return s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"), w.extra()...)
+	rev, err := s.store.Create(q.ctx(), key, val, s.newWriteMeta(q, "create"), w.extra()...)
+	if err == nil {
+		s.writes.put(storage.KV{Key: key, Value: val, Revision: rev, CreateRevision: rev})
+	}
+	return rev, err
 }

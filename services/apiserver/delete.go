@@ -233,6 +233,7 @@ func (s *Server) deleteObject(q *request, key, name string, opts metav1.DeleteOp
 		if err != nil {
 			return nil, false, err
 		}
+		s.writes.drop(key)
 		cur.SetResourceVersion(rev.String())
 		return cur, true, nil
 	}
@@ -252,6 +253,7 @@ func (s *Server) commitMark(q *request, kv storage.KV, marked schemas.Object) (s
 	if err != nil {
 		return nil, err
 	}
+	s.writes.put(storage.KV{Key: kv.Key, Value: val, Revision: rev, CreateRevision: kv.CreateRevision})
 	marked.SetResourceVersion(rev.String())
 	return marked, nil
 }

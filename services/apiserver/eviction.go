@@ -122,7 +122,7 @@ func (s *Server) takeDisruption(q *request) error {
 		// same user, the same dry run, the same causation.
 		bq := &request{r: q.r, w: q.w, res: res, out: q.out, info: requestInfo{IsResourceRequest: true, Verb: "update",
 			APIGroup: policyv1.GroupName, APIVersion: "v1", Namespace: pdb.Namespace, Resource: res.Plural, Subresource: "status", Name: pdb.Name}}
-		_, _, err = s.commitUpdate(bq, kv, pdb, upd)
+		_, _, _, err = s.commitUpdate(bq, kv, pdb, upd, true)
 		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
 			continue
 		}

@@ -149,7 +149,8 @@ type Server struct {
 	metrics *requestMetrics
 	now     func() time.Time
 	nsCache *namespaceCache
-	binds   bindCache // see bindcache.go
+	binds   bindCache  // see bindcache.go
+	writes  writeCache // see writecache.go
 	// services allocates Services' cluster IPs and node ports.
 	services *servicealloc.Allocator
 	fields   fieldManagers // server-side apply, see apply.go

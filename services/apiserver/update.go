@@ -39,43 +39,77 @@ var errConflictMsg = errors.New("the object has been modified; please apply your
 // guaranteedUpdate reads, mutates and compare-and-swaps until it succeeds,
 // as kube's GuaranteedUpdate does. A write that changes nothing is not
 // committed (and so produces no event).
+//
+// The first attempt starts from the write cache's guess when it has one
+// (writecache.go), later ones from the state a failed transaction
+// returned or from a read. Only a state read in this request (current) may
+// decide an answer other than success: a refusal, a conflict with the
+// caller's resourceVersion or "nothing changed" on a guess is tried again
+// on a read.
 func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (schemas.Object, int, error) {
 	key, name := q.key(), q.info.Name
+	var kv storage.KV
+	known := false // kv holds a state to start from
+	if !isDryRun(q) {
+		kv, known = s.writes.get(key)
+	}
 	for attempt := 0; attempt < maxUpdateRetries; attempt++ {
-		kv, err := s.store.Get(q.ctx(), key)
-		if errors.Is(err, storage.ErrNotFound) {
-			if (o.create || q.res.AllowCreateOnUpdate()) && q.info.Subresource == "" {
-				obj, err := mutate(nil)
-				if err != nil {
-					return nil, 0, err
+		current := !known // read in this attempt, or returned by the last transaction
+		if !known {
+			var err error
+			kv, err = s.store.Get(q.ctx(), key)
+			if errors.Is(err, storage.ErrNotFound) {
+				if (o.create || q.res.AllowCreateOnUpdate()) && q.info.Subresource == "" {
+					obj, err := mutate(nil)
+					if err != nil {
+						return nil, 0, err
+					}
+					obj.SetResourceVersion("")
+					out, err := s.createObject(q, obj)
+					return out, http.StatusCreated, err
 				}
-				obj.SetResourceVersion("")
-				out, err := s.createObject(q, obj)
-				return out, http.StatusCreated, err
+				return nil, 0, apierrors.NewNotFound(q.res.GroupResource(), name)
 			}
-			return nil, 0, apierrors.NewNotFound(q.res.GroupResource(), name)
+			if err != nil {
+				return nil, 0, err
+			}
+		} else if attempt > 0 {
+			current = true // the failed transaction's own read
 		}
-		if err != nil {
-			return nil, 0, err
-		}
+		known = false // unless a failed transaction says what is there
 		cur, err := decodeStored(q.res, kv)
 		if err != nil {
+			if !current {
+				continue
+			}
 			return nil, 0, err
 		}
 		desired, err := mutate(deepCopy(cur))
 		if err != nil {
+			if !current {
+				continue
+			}
 			return nil, 0, err
 		}
 		userRV := desired.GetResourceVersion()
 		if userRV != "" && userRV != cur.GetResourceVersion() {
+			if !current {
+				continue
+			}
 			return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, errConflictMsg)
 		}
-		out, done, err := s.commitUpdate(q, kv, cur, desired)
+		out, done, now, err := s.commitUpdate(q, kv, cur, desired, current)
 		if err != nil {
 			if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
 				if o.preconditionRV && userRV != "" {
 					return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, errConflictMsg)
 				}
+				if errors.Is(err, storage.ErrConflict) && now.Revision != 0 {
+					kv, known = now, true
+				}
+				continue
+			}
+			if !current {
 				continue
 			}
 			return nil, 0, err
@@ -87,13 +121,20 @@ func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (
 	return nil, 0, apierrors.NewConflict(q.res.GroupResource(), name, fmt.Errorf("too many concurrent updates: %w", errConflictMsg))
 }
 
-// commitUpdate applies the update strategy to desired and commits it.
-func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Object) (schemas.Object, bool, error) {
+// errUnchangedGuess: an update that changes nothing on a guessed state is
+// tried again on a read (the object may have changed since).
+var errUnchangedGuess = errors.New("apiserver: no change on a guessed state")
+
+// commitUpdate applies the update strategy to desired and commits it. kv
+// is current when read in this request (not the write cache's guess). On
+// storage.ErrConflict it returns the state the transaction found, when it
+// has it.
+func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Object, current bool) (schemas.Object, bool, storage.KV, error) {
 	if desired.GetName() != q.info.Name {
-		return nil, false, errBadRequest("the name of the object (%s) does not match the name on the URL (%s)", desired.GetName(), q.info.Name)
+		return nil, false, storage.KV{}, errBadRequest("the name of the object (%s) does not match the name on the URL (%s)", desired.GetName(), q.info.Name)
 	}
 	if err := checkNamespace(q, desired); err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	if desired.GetUID() == "" {
 		desired.SetUID(cur.GetUID())
@@ -113,11 +154,11 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 	ar := &AdmissionRequest{Resource: q.res, Subresource: q.info.Subresource, Operation: "UPDATE", Namespace: q.info.Namespace,
 		Name: q.info.Name, Object: desired, OldObject: cur, User: userFrom(q.ctx()), DryRun: isDryRun(q)}
 	if err := s.mutate(ar); err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	q.admission = nil // a retry starts over
 	if err := s.mutateWebhooks(q, ar); err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	desired = ar.Object
 	// A binding is built by the server itself; pod-spec immutability does
@@ -136,77 +177,83 @@ func (s *Server) commitUpdate(q *request, kv storage.KV, cur, desired schemas.Ob
 		q.res.PrepareForUpdate(desired, cur)
 	}
 	if err := s.admit(q.ctx(), ar); err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	var w *serviceWrite // a Service's allocation, see services.go
 	if q.info.Subresource == "" {
 		var err error
 		if w, err = s.newServiceWrite(q, desired, cur); err != nil {
-			return nil, false, err
+			return nil, false, storage.KV{}, err
 		}
 		if desired, err = w.assign(q, desired); err != nil {
-			return nil, false, err
+			return nil, false, storage.KV{}, err
 		}
 	}
 	switch {
 	case trusted:
 	case isSub:
 		if errs := sub.Validate(desired, cur); len(errs) > 0 {
-			return nil, false, invalid(q.res, q.info.Name, errs)
+			return nil, false, storage.KV{}, invalid(q.res, q.info.Name, errs)
 		}
 	case q.info.Subresource == "status":
 		if errs := q.res.ValidateStatus(desired, cur); len(errs) > 0 {
-			return nil, false, invalid(q.res, q.info.Name, errs)
+			return nil, false, storage.KV{}, invalid(q.res, q.info.Name, errs)
 		}
 	case q.res.ValidateUpdate != nil:
 		if errs := q.res.ValidateUpdate(desired, cur); len(errs) > 0 {
-			return nil, false, invalid(q.res, q.info.Name, errs)
+			return nil, false, storage.KV{}, invalid(q.res, q.info.Name, errs)
 		}
 	}
 	ar.Object = desired
 	if err := s.validateWebhooks(q, ar); err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	if cur.GetDeletionTimestamp() != nil && hasNewFinalizer(cur.GetFinalizers(), desired.GetFinalizers()) {
-		return nil, false, apierrors.NewForbidden(q.res.GroupResource(), q.info.Name, errors.New("no new finalizers can be added if the object is being deleted"))
+		return nil, false, storage.KV{}, apierrors.NewForbidden(q.res.GroupResource(), q.info.Name, errors.New("no new finalizers can be added if the object is being deleted"))
 	}
 	if !q.applied {
 		var err error
 		if desired, err = s.trackUpdate(q, cur, desired); err != nil {
-			return nil, false, err
+			return nil, false, storage.KV{}, err
 		}
 	}
 	if isDryRun(q) {
-		return desired, true, w.checkDryRun(s, q)
+		return desired, true, storage.KV{}, w.checkDryRun(s, q)
 	}
 	if shouldDeleteDuringUpdate(desired) {
-		rev, _, err := s.store.Delete(q.ctx(), kv.Key, kv.Revision, s.newWriteMeta(q, "delete"), s.releases(cur)...)
+		rev, now, err := s.store.Delete(q.ctx(), kv.Key, kv.Revision, s.newWriteMeta(q, "delete"), s.releases(cur)...)
 		if err != nil {
-			return nil, false, err
+			return nil, false, now, err
 		}
+		s.writes.drop(kv.Key)
 		desired.SetResourceVersion(rev.String())
-		return desired, true, nil
+		return desired, true, storage.KV{}, nil
 	}
 	val, err := encodeFor(q.res, desired)
 	if err != nil {
-		return nil, false, err
+		return nil, false, storage.KV{}, err
 	}
 	if bytes.Equal(val, kv.Value) {
-		return cur, true, nil
+		if !current {
+			return nil, false, storage.KV{}, errUnchangedGuess
+		}
+		return cur, true, storage.KV{}, nil
 	}
 	var rev events.Revision
+	var now storage.KV
 	if pod, ok := desired.(*corev1.Pod); ok && q.info.Subresource == "binding" {
 		rev, err = s.commitBinding(q, kv, pod, val)
 	} else {
 		meta := s.newWriteMeta(q, q.info.Verb)
 		meta.Moved = controllerName(cur) != controllerName(desired)
-		rev, _, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, meta, w.extra()...)
+		rev, now, err = s.store.Update(q.ctx(), kv.Key, val, kv.Revision, meta, w.extra()...)
 	}
 	if err != nil {
-		return nil, false, w.failed(s, q, err)
+		return nil, false, now, w.failed(s, q, err)
 	}
+	s.writes.put(storage.KV{Key: kv.Key, Value: val, Revision: rev, CreateRevision: kv.CreateRevision})
 	desired.SetResourceVersion(rev.String())
-	return desired, true, nil
+	return desired, true, storage.KV{}, nil
 }
 
 // controllerName is the name of obj's controller owner, "" if none: the
