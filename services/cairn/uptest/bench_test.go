@@ -48,7 +48,7 @@ func BenchmarkUp(b *testing.B) {
 
 		up := cairntest.StartUp(b, b, cairntest.UpConfig{Bin: bin, DataDir: filepath.Join(dir, fmt.Sprintf("up-%d", i)),
 			Addr: cairntest.FreeAddr(b), StopTimeout: time.Minute,
-			Args: []string{"--node=false", "--etcd-endpoints", endpoint}})
+			Args: append([]string{"--node=false", "--etcd-endpoints", endpoint}, strings.Fields(os.Getenv("BENCH_UP_FLAGS"))...)})
 		cs := waitReady(b, up)
 		// Let start-up settle: partitions spread, caches filled.
 		time.Sleep(10 * time.Second)

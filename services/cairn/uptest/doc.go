@@ -21,6 +21,9 @@
 // profile of cairn up from its /debug/pprof/profile (kube-apiserver's
 // --profiling, on by default) taken while the creates run.
 //
+// BENCH_UP_FLAGS adds flags to cairn up (e.g.
+// --enable-priority-and-fairness=false, to measure without it).
+//
 // The load processes and the etcd are this test binary run again with
 // CAIRN_UPBENCH_ROLE set (main_test.go).
 package uptest
