@@ -268,7 +268,14 @@ func shouldRestart(pod *corev1.Pod, c *container.Container) bool {
 // when the round must end here.
 func (k *Kubelet) createSandbox(ctx context.Context, w *worker, pod *corev1.Pod, rs *container.PodStatus, log *slog.Logger) (time.Duration, bool) {
 	k.killContainers(ctx, pod, rs, minGrace, log)
-	k.logErr(ctx, "pod status", k.writeStatus(ctx, w, pod, k.podStatus(pod, rs, w, false)))
+	// The Pending status goes out while the volumes and the sandbox are
+	// set up, as kube's status manager writes apart from the pod's sync;
+	// it is done before this returns, so the worker's writes stay one at a
+	// time and in order.
+	pending := k.podStatus(pod, rs, w, false)
+	wrote := make(chan error, 1)
+	go func() { wrote <- k.writeStatus(ctx, w, pod, pending) }()
+	defer func() { k.logErr(ctx, "pod status", <-wrote) }()
 	if !k.info.Simulated {
 		if err := k.setupVolumes(ctx, pod); err != nil {
 			k.logErr(ctx, "volumes", err)

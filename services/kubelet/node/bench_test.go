@@ -106,13 +106,32 @@ func BenchmarkPodStart(b *testing.B) {
 // the CNI plugins, this process) per pod started and how busy the cores
 // were while the 30 started, from /proc/stat: on a quiet machine, a busy
 // share near 1 means the start-up is bound by CPU.
+//
+// Sub-benchmarks run the node's default (crun, state on tmpfs) and the
+// alternatives back to back in one run: runc with state on tmpfs, and runc
+// with state on Dir's disk (the node before crun and tmpfs).
 func BenchmarkPodStart30(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opt  nodetest.Option
+	}{
+		{"default", func(*node.Config) {}},
+		{"runc", func(c *node.Config) { c.OCIRuntime = "runc" }},
+		{"runc-disk", func(c *node.Config) { c.OCIRuntime = "runc"; c.StateOnDisk = true }},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchPodStart30(b, bc.opt) })
+	}
+}
+
+func benchPodStart30(b *testing.B, opt nodetest.Option) {
 	const n = 30
-	rt := nodetest.Start(b)
+	rt := nodetest.Start(b, opt)
+	b.Logf("OCI runtime %s, load average %s", rt.OCIRuntime(), loadavg())
 	rs := rt.RuntimeService()
 	logRoot := b.TempDir()
-	var lat, sandbox, wall []time.Duration
+	var lat, sandbox, create, start, wall []time.Duration
 	var cpu, span float64 // busy and total core-seconds while pods started
+	var nodeCPU time.Duration
 	b.ResetTimer()
 	for range b.N {
 		// A deadline per round: on a loaded 2-core machine one round can
@@ -125,6 +144,7 @@ func BenchmarkPodStart30(b *testing.B) {
 		}
 		res := make(chan result, n)
 		busy0, total0 := machineCPU(b)
+		node0 := nodetest.CPU(b, rt.Pid(), rt.Socket())
 		t0 := time.Now()
 		for i := range n {
 			go func() {
@@ -140,10 +160,13 @@ func BenchmarkPodStart30(b *testing.B) {
 			}
 			lat = append(lat, r.d)
 			sandbox = append(sandbox, r.p.sandboxTook)
+			create = append(create, r.p.createTook)
+			start = append(start, r.p.startTook)
 			pods = append(pods, r.p)
 		}
 		wall = append(wall, time.Since(t0))
 		busy1, total1 := machineCPU(b)
+		nodeCPU += nodetest.CPU(b, rt.Pid(), rt.Socket()) - node0
 		cpu += busy1 - busy0
 		span += total1 - total0
 		b.StopTimer()
@@ -159,10 +182,23 @@ func BenchmarkPodStart30(b *testing.B) {
 		b.StartTimer()
 	}
 	reportQuantiles(b, "sandbox", sandbox)
+	reportQuantiles(b, "create", create)
+	reportQuantiles(b, "start", start)
 	reportQuantiles(b, "pod", lat)
 	reportQuantiles(b, "all30", wall)
+	b.ReportMetric(float64(nodeCPU.Microseconds())/1000/float64(n*b.N), "node-cpu-ms/pod")
 	b.ReportMetric(1000*cpu/float64(n*b.N), "machine-cpu-ms/pod")
 	b.ReportMetric(cpu/span, "machine-busy")
+}
+
+// loadavg is the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // machineCPU reads the first line of /proc/stat: core-seconds busy and in

@@ -38,6 +38,24 @@ type Config struct {
 	Containerd string
 	// CNIBinDir holds the CNI plugins; default /usr/lib/cni (Debian).
 	CNIBinDir string
+	// OCIRuntime is the low-level runtime that containerd's runc shim
+	// drives: "crun", "runc", or "" for crun when it is installed and the
+	// host's cgroup layout lets it run, else runc (crun 1.8 refuses a hybrid
+	// layout whose cgroup2 hierarchy still holds a controller; ops/node-deps.sh
+	// moves such a leftover controller to a cgroup v1 hierarchy of its own). crun
+	// (C) creates and starts a container for a fraction of runc's CPU (a Go
+	// binary, executed twice per container plus its re-executed init),
+	// which is what bounds 30 pods starting at once on a small node.
+	OCIRuntime string
+	// StateOnDisk keeps containerd's state directory and the OCI
+	// runtime's root (state/, runc/) on Dir's file system. By default each
+	// is a tmpfs mounted there, as containerd's own default state
+	// (/run/containerd) is: both hold only what lives as long as the
+	// containers (bundles, fifos, pinned network namespaces, runtime
+	// state), and every pod creates and later deletes dozens of files
+	// there, which on a disk file system costs a journal commit or, on
+	// ext4 without a journal, a scan past recently deleted inodes.
+	StateOnDisk bool
 	// Snapshotter is "overlayfs" or "native"; default overlayfs when an
 	// overlay mount works under Dir, else native.
 	Snapshotter string
@@ -131,6 +149,11 @@ func (c *Config) defaults() error {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	switch c.OCIRuntime {
+	case "", "crun", "runc":
+	default:
+		return fmt.Errorf("node: OCI runtime %q: want crun or runc", c.OCIRuntime)
+	}
 	switch c.Snapshotter {
 	case "", "overlayfs", "native":
 	default:
@@ -156,7 +179,7 @@ func q(s string) string {
 }
 
 // containerdConfig renders containerd's config (version 2, containerd 1.6).
-func containerdConfig(c Config, l layout, snapshotter string) string {
+func containerdConfig(c Config, l layout, snapshotter, ociRuntime string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("# Written by cairn services/kubelet/node; rewritten at every start.")
@@ -208,6 +231,7 @@ func containerdConfig(c Config, l layout, snapshotter string) string {
 	w(`      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`)
 	w("        SystemdCgroup = false")
 	w("        Root = %s", q(l.runcRoot))
+	w("        BinaryName = %s", q(ociRuntime))
 	w(`  [plugins."io.containerd.grpc.v1.cri".cni]`)
 	w("    bin_dir = %s", q(c.CNIBinDir))
 	w("    conf_dir = %s", q(l.cniConfDir))
@@ -258,13 +282,13 @@ func hostsTOML(host string) string {
 
 // writeFiles writes the containerd config, the CNI conflist and the
 // directories containerd expects.
-func writeFiles(c Config, l layout, snapshotter string) error {
+func writeFiles(c Config, l layout, snapshotter, ociRuntime string) error {
 	for _, d := range []string{l.dir, l.root, l.state, l.temp, l.cniConfDir, l.cniIPAM, l.hostsDir, l.runcRoot} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
-	if err := os.WriteFile(l.config, []byte(containerdConfig(c, l, snapshotter)), 0o644); err != nil {
+	if err := os.WriteFile(l.config, []byte(containerdConfig(c, l, snapshotter, ociRuntime)), 0o644); err != nil {
 		return fmt.Errorf("node: write containerd config: %w", err)
 	}
 	cni, err := cniConfig(c, l)

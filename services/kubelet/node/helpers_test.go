@@ -23,6 +23,8 @@ import (
 type pod struct {
 	name, uid   string
 	sandboxTook time.Duration // RunPodSandbox
+	createTook  time.Duration // CreateContainer
+	startTook   time.Duration // StartContainer
 	sandboxID   string
 	containerID string
 	ip          string
@@ -105,6 +107,7 @@ func startPod(ctx context.Context, rt *node.Runtime, s podSpec, logRoot string) 
 		res.CpuPeriod = 100000
 		res.CpuQuota = s.cpuMilli * 100
 	}
+	t1 := time.Now()
 	cc, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: p.sandboxID,
 		Config: &runtimeapi.ContainerConfig{
@@ -120,9 +123,12 @@ func startPod(ctx context.Context, rt *node.Runtime, s podSpec, logRoot string) 
 		return nil, fmt.Errorf("CreateContainer %s: %w", s.name, err)
 	}
 	p.containerID = cc.ContainerId
+	t2 := time.Now()
+	p.createTook = t2.Sub(t1)
 	if _, err := rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: p.containerID}); err != nil {
 		return nil, fmt.Errorf("StartContainer %s: %w", s.name, err)
 	}
+	p.startTook = time.Since(t2)
 	return p, nil
 }
 

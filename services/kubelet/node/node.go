@@ -38,6 +38,7 @@ type Runtime struct {
 	l           layout
 	log         *slog.Logger
 	snapshotter string
+	ociRuntime  string // the binary the runc shim runs: crun or runc
 
 	netnsPath    string
 	netnsCreated bool
@@ -121,8 +122,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Runtime, err e
 		}
 	}
 
-	if !r.adoptLeftover(ctx) {
-		if err := writeFiles(cfg, r.l, r.snapshotter); err != nil {
+	if r.adoptLeftover(ctx) {
+		r.ociRuntime = configuredOCIRuntime(r.l.config)
+	} else {
+		var fallback string
+		r.ociRuntime, fallback, err = chooseOCIRuntime(cfg.OCIRuntime)
+		if err != nil {
+			return nil, err
+		}
+		if fallback != "" {
+			r.log.InfoContext(ctx, "using runc, not crun", "reason", fallback)
+		}
+		if !cfg.StateOnDisk {
+			if err := mountStateTmpfs(r.l.state, r.l.runcRoot); err != nil {
+				return nil, err
+			}
+		}
+		if err := writeFiles(cfg, r.l, r.snapshotter, r.ociRuntime); err != nil {
 			return nil, err
 		}
 		if err := r.startContainerd(ctx); err != nil {
@@ -239,7 +255,7 @@ func (r *Runtime) startContainerd(ctx context.Context) error {
 		r.waitErr = cmd.Wait()
 		close(r.exited)
 	}()
-	r.log.InfoContext(ctx, "containerd started", "pid", r.pid, "netns", r.netnsPath, "socket", r.l.sock, "snapshotter", r.snapshotter)
+	r.log.InfoContext(ctx, "containerd started", "pid", r.pid, "netns", r.netnsPath, "socket", r.l.sock, "snapshotter", r.snapshotter, "oci_runtime", r.ociRuntime)
 	return nil
 }
 
@@ -486,6 +502,10 @@ func (r *Runtime) Gateway() net.IP { return gateway(r.cfg.PodCIDR) }
 
 // Snapshotter is the snapshotter in use, "overlayfs" or "native".
 func (r *Runtime) Snapshotter() string { return r.snapshotter }
+
+// OCIRuntime is the path of the OCI runtime containers are created with
+// (crun or runc, see Config.OCIRuntime).
+func (r *Runtime) OCIRuntime() string { return r.ociRuntime }
 
 // Dir is the node's directory.
 func (r *Runtime) Dir() string { return r.l.dir }

@@ -180,8 +180,8 @@ func (r *Runtime) killContainerd(ctx context.Context) error {
 }
 
 // killLeftovers SIGKILLs the container processes recorded in this node's
-// runc root and the shims started for this node's socket. Both are found
-// precisely (runc state file with the process start time; shim command line
+// OCI runtime's root and the shims started for this node's socket. Both are
+// found precisely (runc or crun state file with the process start time; shim command line
 // naming this node's socket), so no other process is touched.
 func (r *Runtime) killLeftovers(ctx context.Context) {
 	type proc struct {
@@ -202,17 +202,28 @@ func (r *Runtime) killLeftovers(ctx context.Context) {
 			}
 		}
 	}()
-	states, _ := filepath.Glob(filepath.Join(r.l.runcRoot, "*", "*", "state.json"))
-	for _, s := range states {
+	// runc keeps <root>/<namespace>/<id>/state.json, crun .../<id>/status;
+	// both record the start time as /proc/<pid>/stat's field 22.
+	runcStates, _ := filepath.Glob(filepath.Join(r.l.runcRoot, "*", "*", "state.json"))
+	crunStates, _ := filepath.Glob(filepath.Join(r.l.runcRoot, "*", "*", "status"))
+	for _, s := range append(runcStates, crunStates...) {
 		b, err := os.ReadFile(s)
 		if err != nil {
 			continue
 		}
 		var st struct {
-			Pid   int    `json:"init_process_pid"`
-			Start uint64 `json:"init_process_start"`
+			Pid       int    `json:"init_process_pid"`
+			Start     uint64 `json:"init_process_start"`
+			CrunPid   int    `json:"pid"`
+			CrunStart uint64 `json:"process-start-time"`
 		}
-		if json.Unmarshal(b, &st) != nil || st.Pid <= 0 {
+		if json.Unmarshal(b, &st) != nil {
+			continue
+		}
+		if st.Pid == 0 {
+			st.Pid, st.Start = st.CrunPid, st.CrunStart
+		}
+		if st.Pid <= 0 {
 			continue
 		}
 		if start, ok := procStart(st.Pid); ok && start == st.Start {

@@ -181,3 +181,73 @@ func procs(t testing.TB, match func(cmdline string) bool) []int {
 	}
 	return pids
 }
+
+// CPU is the processor time used so far by the node's process tree:
+// containerd, its shims and everything below them (runc or crun, the
+// containers' processes), counting the children they have already reaped
+// (CNI plugins, shim start-ups, runtime invocations). Unlike the machine's
+// /proc/stat, it leaves out whatever else runs on the machine, so that a
+// benchmark's CPU per pod does not depend on what shares the cores.
+func CPU(t testing.TB, pid int, sock string) time.Duration {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type proc struct {
+		ppid  int
+		ticks uint64 // utime+stime+cutime+cstime
+	}
+	all := map[int]proc{}
+	roots := map[int]bool{pid: true}
+	for _, s := range Shims(t, sock) {
+		roots[s] = true
+	}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:]) // state ppid ... utime(12) stime cutime cstime
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks uint64
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			ticks += n
+		}
+		all[p] = proc{ppid, ticks}
+	}
+	in := func(p int) bool {
+		for range 64 { // depth bound: a cycle cannot happen, but /proc is read non-atomically
+			if roots[p] {
+				return true
+			}
+			q, ok := all[p]
+			if !ok || q.ppid <= 1 {
+				return false
+			}
+			p = q.ppid
+		}
+		return false
+	}
+	var ticks uint64
+	for p, q := range all {
+		if in(p) {
+			ticks += q.ticks
+		}
+	}
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / hz
+}
