@@ -48,13 +48,17 @@ var errConflictMsg = errors.New("the object has been modified; please apply your
 // on a read.
 func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (schemas.Object, int, error) {
 	key, name := q.key(), q.info.Name
+	// known: kv holds a state to start from; guessed: it is the write
+	// cache's, not one read in this request or returned by its last
+	// transaction.
 	var kv storage.KV
-	known := false // kv holds a state to start from
+	known, guessed := false, false
 	if !isDryRun(q) {
 		kv, known = s.writes.get(key)
+		guessed = known
 	}
 	for attempt := 0; attempt < maxUpdateRetries; attempt++ {
-		current := !known // read in this attempt, or returned by the last transaction
+		current := !guessed
 		if !known {
 			var err error
 			kv, err = s.store.Get(q.ctx(), key)
@@ -73,10 +77,8 @@ func (s *Server) guaranteedUpdate(q *request, mutate mutateFunc, o updateOpts) (
 			if err != nil {
 				return nil, 0, err
 			}
-		} else if attempt > 0 {
-			current = true // the failed transaction's own read
 		}
-		known = false // unless a failed transaction says what is there
+		known, guessed = false, false // unless a failed transaction says what is there
 		cur, err := decodeStored(q.res, kv)
 		if err != nil {
 			if !current {

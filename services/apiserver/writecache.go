@@ -59,7 +59,8 @@ func (c *writeCache) get(key string) (storage.KV, bool) {
 	return kv, ok
 }
 
-// drop forgets key (deleted). Its ring slot stays until reused.
+// drop forgets key (deleted). Its ring slot stays until reused; a later
+// put of the key takes another slot, so that reuse may drop it early.
 func (c *writeCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
