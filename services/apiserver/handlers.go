@@ -86,6 +86,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &request{r: r, w: w, info: info, res: res, out: out}
+	if !exempt(info) {
+		s.gate.wait(r.Context())
+	}
 	if res.Custom != nil && !s.serveCustom(q) { // crd.go
 		return
 	}

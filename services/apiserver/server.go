@@ -128,6 +128,11 @@ type Config struct {
 	// Timeout. A request's timeout query parameter may ask for less. Zero
 	// means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// LogBackpressure holds a write (but a Lease's or a Node's) while the
+	// oldest write of this apiserver that its watch hub has not yet seen
+	// on the log is older than this (loggate.go). 0 means
+	// DefaultLogBackpressure; below 0 never holds.
+	LogBackpressure time.Duration
 	// DisableProfiling turns off /debug/pprof/ (kube-apiserver's
 	// --profiling=false): Go's profiles of the process, for whoever may
 	// get that non-resource URL (cluster-admin).
@@ -151,6 +156,7 @@ type Server struct {
 	nsCache *namespaceCache
 	binds   bindCache  // see bindcache.go
 	writes  writeCache // see writecache.go
+	gate    *logGate   // see loggate.go; nil holds nothing
 	// services allocates Services' cluster IPs and node ports.
 	services *servicealloc.Allocator
 	fields   fieldManagers // server-side apply, see apply.go
@@ -221,6 +227,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.gate, err = newLogGate(cfg.Hub, cfg.LogBackpressure, cfg.Now, cfg.Metrics); err != nil {
+		return nil, err
+	}
+	if s.gate != nil {
+		cfg.Store.OnCommit(s.gate.committed)
+	}
 	s.routes()
 	s.authorized = s.flowControlled(http.HandlerFunc(s.authorizeAndServe))
 	return s, nil

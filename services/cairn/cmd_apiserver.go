@@ -44,6 +44,8 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&electTTL, "election-ttl", publish.DefaultSessionTTL, "etcd session TTL of the publisher election: how long a dead apiserver of another identity keeps the publisher role")
 	fs.StringVar(&identity, "identity", "", "name of this apiserver in the publisher election: unique among live apiservers, the same across its restarts (default <hostname>/<listen address>)")
 	requestTimeoutFlag(fs.FlagSet, &timeout)
+	var backpressure time.Duration
+	logBackpressureFlag(fs.FlagSet, &backpressure)
 	profilingFlag(fs.FlagSet, &noProfile)
 	var apf apfFlags
 	apf.register(fs.FlagSet)
@@ -73,7 +75,7 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		OnReady:               func(c, d string) { fmt.Fprintf(stdout, "%s ready (%s)\n", c, d) },
 		ServiceClusterIPRange: svcNet.clusterIPRange, ServiceNodePortRange: svcNet.nodePortRange, AdvertiseAddress: svcNet.advertise}
 	cfg.ServiceAccountIssuer, cfg.APIAudiences, cfg.MaxTokenExpiration = saFlags.values()
-	cfg.RequestTimeout, cfg.DisableProfiling = timeout, noProfile
+	cfg.RequestTimeout, cfg.DisableProfiling, cfg.LogBackpressure = timeout, noProfile, backpressure
 	cfg.PriorityAndFairness = apf.enable
 	if cfg.MaxRequestsInFlight, err = apf.limit(); err != nil {
 		return err

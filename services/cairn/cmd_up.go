@@ -29,6 +29,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "name of that node (default: the host name)")
 	fs.BoolVar(&cfg.RebuildHistory, "rebuild-history", false, "rebuild the history store (timelines, audit) from the whole log")
 	requestTimeoutFlag(fs.FlagSet, &cfg.RequestTimeout)
+	logBackpressureFlag(fs.FlagSet, &cfg.LogBackpressure)
 	profilingFlag(fs.FlagSet, &cfg.DisableProfiling)
 	apf.register(fs.FlagSet)
 	svcNet.register(fs.FlagSet)

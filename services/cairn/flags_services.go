@@ -94,6 +94,27 @@ func (a *apfFlags) limit() (int, error) {
 	return a.inflight + a.mutating, nil
 }
 
+// logBackpressureFlag sets d from --log-backpressure, shared by cairn
+// apiserver and cairn up; 0 on the command line turns it off (d < 0).
+func logBackpressureFlag(fs *flag.FlagSet, d *time.Duration) {
+	*d = apiserver.DefaultLogBackpressure
+	fs.Func("log-backpressure", fmt.Sprintf("hold writes (but Leases' and Nodes') while the oldest write of this apiserver that is not yet "+
+		"on the log is older than this, so that the log stays this close behind etcd under load; 0 turns it off (default %s)",
+		apiserver.DefaultLogBackpressure), func(v string) error {
+		x, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return err
+		case x < 0:
+			return fmt.Errorf("%s: want 0 (off) or more", v)
+		case x == 0:
+			x = -1
+		}
+		*d = x
+		return nil
+	})
+}
+
 // requestTimeoutFlag is kube-apiserver's --request-timeout, shared by
 // cairn apiserver and cairn up.
 func requestTimeoutFlag(fs *flag.FlagSet, d *time.Duration) {

@@ -96,6 +96,9 @@ type Config struct {
 	// long-running (kube-apiserver's --request-timeout,
 	// apiserver.Config); 0 means apiserver.DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// LogBackpressure is the apiserver's (apiserver.Config): writes are
+	// held while the log is further behind them than this.
+	LogBackpressure time.Duration
 	// DisableProfiling is apiserver.Config's (kube-apiserver's
 	// --profiling=false).
 	DisableProfiling bool
@@ -313,6 +316,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		Tokens:             sa.tokens,
 		MaxTokenExpiration: cfg.MaxTokenExpiration,
 		RequestTimeout:     cfg.RequestTimeout,
+		LogBackpressure:    cfg.LogBackpressure,
 		DisableProfiling:   cfg.DisableProfiling,
 		Webhooks:           wh,
 		Policies:           policies,

@@ -185,5 +185,6 @@ func (s *Store) Bind(ctx context.Context, podKey string, value []byte, expect ev
 		}
 		return 0, stale
 	}
+	s.noteCommit(podKey, events.Revision(resp.Header.Revision))
 	return events.Revision(resp.Header.Revision), nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,6 +36,31 @@ type KV struct {
 // Store is the etcd-backed object store.
 type Store struct {
 	cli *clientv3.Client
+
+	hookMu    sync.Mutex
+	committed atomic.Pointer[[]func(key string, rev events.Revision)]
+}
+
+// OnCommit adds fn, called with the key and the revision of every write
+// the store commits (Create, Update, Delete, Bind), in the goroutine
+// that made it, right after etcd answers. fn must be quick.
+func (s *Store) OnCommit(fn func(key string, rev events.Revision)) {
+	s.hookMu.Lock()
+	defer s.hookMu.Unlock()
+	var fns []func(string, events.Revision)
+	if cur := s.committed.Load(); cur != nil {
+		fns = append(fns, *cur...)
+	}
+	fns = append(fns, fn)
+	s.committed.Store(&fns)
+}
+
+func (s *Store) noteCommit(key string, rev events.Revision) {
+	if fns := s.committed.Load(); fns != nil {
+		for _, fn := range *fns {
+			fn(key, rev)
+		}
+	}
 }
 
 // New returns a Store on an etcd client.
@@ -79,6 +106,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, meta *even
 		return 0, fmt.Errorf("storage: create %s: %w", key, err)
 	}
 	if resp.Succeeded {
+		s.noteCommit(key, events.Revision(resp.Header.Revision))
 		return events.Revision(resp.Header.Revision), nil
 	}
 	if cur := current(key, resp); cur.Revision != 0 {
@@ -95,7 +123,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expect eve
 	if err != nil {
 		return 0, KV{}, fmt.Errorf("storage: update %s: %w", key, err)
 	}
-	return settled(key, expect, resp)
+	return s.settled(key, expect, resp)
 }
 
 // Delete removes an object if its revision is still expect, as Update.
@@ -104,12 +132,13 @@ func (s *Store) Delete(ctx context.Context, key string, expect events.Revision, 
 	if err != nil {
 		return 0, KV{}, fmt.Errorf("storage: delete %s: %w", key, err)
 	}
-	return settled(key, expect, resp)
+	return s.settled(key, expect, resp)
 }
 
 // settled reads the outcome of an Update or Delete transaction.
-func settled(key string, expect events.Revision, resp *clientv3.TxnResponse) (events.Revision, KV, error) {
+func (s *Store) settled(key string, expect events.Revision, resp *clientv3.TxnResponse) (events.Revision, KV, error) {
 	if resp.Succeeded {
+		s.noteCommit(key, events.Revision(resp.Header.Revision))
 		return events.Revision(resp.Header.Revision), KV{}, nil
 	}
 	cur := current(key, resp)

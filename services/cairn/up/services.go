@@ -218,6 +218,7 @@ func (s *controlPlaneService) Run(ctx context.Context, ready func()) error {
 		APIAudiences:            s.cfg.APIAudiences,
 		MaxTokenExpiration:      s.cfg.MaxTokenExpiration,
 		RequestTimeout:          s.cfg.RequestTimeout,
+		LogBackpressure:         s.cfg.LogBackpressure,
 		DisableProfiling:        s.cfg.DisableProfiling,
 		PriorityAndFairness:     s.cfg.PriorityAndFairness,
 		MaxRequestsInFlight:     s.cfg.MaxRequestsInFlight,

@@ -60,6 +60,8 @@ type Config struct {
 	MaxTokenExpiration   time.Duration
 	// RequestTimeout is the apiserver's (controlplane.Config).
 	RequestTimeout time.Duration
+	// LogBackpressure is the apiserver's (controlplane.Config).
+	LogBackpressure time.Duration
 	// DisableProfiling is the apiserver's (controlplane.Config).
 	DisableProfiling bool
 	// PriorityAndFairness and MaxRequestsInFlight are the apiserver's API

@@ -25,6 +25,9 @@ type Churn struct {
 	// Partitions acquired, released on purpose and lost, and failed
 	// catch-ups, summed over the shard groups.
 	PartitionsAcquired, PartitionsReleased, PartitionsLost, CatchUpFailures float64
+	// HeldWrites were held by the apiserver's log gate, HeldSeconds in
+	// all (cairn_apiserver_log_backpressure_seconds).
+	HeldWrites, HeldSeconds float64
 	// Lag is the publish lag histogram: cumulative counts by upper bound
 	// (seconds), with its sum.
 	lag    map[float64]float64
@@ -74,6 +77,10 @@ func ParseChurn(r io.Reader) (Churn, error) {
 			c.PartitionsLost += v
 		case "cairn_shard_catchup_failures_total":
 			c.CatchUpFailures += v
+		case "cairn_apiserver_log_backpressure_seconds_count":
+			c.HeldWrites += v
+		case "cairn_apiserver_log_backpressure_seconds_sum":
+			c.HeldSeconds += v
 		case "cairn_log_publish_lag_seconds_sum":
 			c.lagSum += v
 		case "cairn_log_publish_lag_seconds_bucket":
@@ -102,6 +109,8 @@ func (c Churn) Sub(before Churn) Churn {
 		PartitionsReleased: c.PartitionsReleased - before.PartitionsReleased,
 		PartitionsLost:     c.PartitionsLost - before.PartitionsLost,
 		CatchUpFailures:    c.CatchUpFailures - before.CatchUpFailures,
+		HeldWrites:         c.HeldWrites - before.HeldWrites,
+		HeldSeconds:        c.HeldSeconds - before.HeldSeconds,
 		lag:                map[float64]float64{},
 		lagSum:             c.lagSum - before.lagSum,
 	}
@@ -144,7 +153,7 @@ func (c Churn) String() string {
 		mean = c.lagSum / n
 	}
 	return fmt.Sprintf("publisher elections %.0f, terms lost %.0f; partitions acquired %.0f, released %.0f, lost %.0f, failed catch-ups %.0f; "+
-		"publish lag of %.0f events: mean %.3fs, p50 <= %gs, p99 <= %gs",
+		"publish lag of %.0f events: mean %.3fs, p50 <= %gs, p99 <= %gs; writes held for the log %.0f (%.1fs in all)",
 		c.PublisherElections, c.PublisherTermsLost, c.PartitionsAcquired, c.PartitionsReleased, c.PartitionsLost, c.CatchUpFailures,
-		n, mean, p50, p99)
+		n, mean, p50, p99, c.HeldWrites, c.HeldSeconds)
 }

@@ -15,6 +15,8 @@ cairn_log_publish_lag_seconds_bucket{le="0.5"} 10
 cairn_log_publish_lag_seconds_bucket{le="1"} 10
 cairn_log_publish_lag_seconds_bucket{le="+Inf"} 10
 cairn_log_publish_lag_seconds_sum 1
+cairn_apiserver_log_backpressure_seconds_count 3
+cairn_apiserver_log_backpressure_seconds_sum 0.5
 `
 	after := `cairn_log_publisher_leader_elections_total 2
 cairn_log_publisher_terms_lost_total 1
@@ -25,6 +27,8 @@ cairn_log_publish_lag_seconds_bucket{le="0.5"} 108
 cairn_log_publish_lag_seconds_bucket{le="1"} 109
 cairn_log_publish_lag_seconds_bucket{le="+Inf"} 110
 cairn_log_publish_lag_seconds_sum 31
+cairn_apiserver_log_backpressure_seconds_count 10
+cairn_apiserver_log_backpressure_seconds_sum 2
 `
 	b, err := ParseChurn(strings.NewReader(before))
 	if err != nil {
@@ -35,7 +39,8 @@ cairn_log_publish_lag_seconds_sum 31
 		t.Fatal(err)
 	}
 	d := a.Sub(b)
-	if d.PublisherElections != 1 || d.PublisherTermsLost != 1 || d.PartitionsAcquired != 1 || d.PartitionsLost != 1 {
+	if d.PublisherElections != 1 || d.PublisherTermsLost != 1 || d.PartitionsAcquired != 1 || d.PartitionsLost != 1 ||
+		d.HeldWrites != 7 || d.HeldSeconds != 1.5 {
 		t.Fatalf("got %+v", d)
 	}
 	for _, tc := range []struct {
