@@ -233,6 +233,11 @@ func TestPauseImage(t *testing.T) {
 	if !ok || h.Mode != 0o755 || !bytes.HasPrefix(data["pause"], []byte("\x7fELF")) {
 		t.Fatalf("pause image lacks an executable /pause ELF binary: %+v", h)
 	}
+	for _, dir := range []string{"dev", "proc", "sys"} {
+		if h, ok := headers[dir]; !ok || h.Typeflag != tar.TypeDir {
+			t.Errorf("pause image lacks the mount point /%s: %+v", dir, h)
+		}
+	}
 	cfg, err := imgs[1].V1().ConfigFile()
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,16 @@ func (o Options) pause() (v1.Image, error) {
 		}
 		data = b
 	}
-	return newImage([]entry{fileEntry("pause", 0o755, data)}, v1.Config{
+	// The mount points every OCI runtime mounts over (proc, sysfs, a tmpfs
+	// at /dev) are in the image, as in any normal root filesystem: without
+	// them the runtime makes them in each sandbox's writable layer, on disk,
+	// for every pod.
+	return newImage([]entry{
+		fileEntry("pause", 0o755, data),
+		dirEntry("dev", 0o755),
+		dirEntry("proc", 0o555),
+		dirEntry("sys", 0o555),
+	}, v1.Config{
 		Entrypoint: []string{"/pause"},
 		User:       "65535:65535",
 		WorkingDir: "/",

@@ -16,12 +16,15 @@ import (
 const orphanInterval = 10 * time.Second
 
 // teardownVolumes unmounts the pod's CSI volumes (see
-// teardownCSIVolumes); without CSI there is nothing to unmount.
+// teardownCSIVolumes) and the tmpfs of its in-memory volumes (see
+// unmountMemoryVolumes).
 func (k *Kubelet) teardownVolumes(ctx context.Context, uid types.UID) error {
-	if k.csi == nil {
-		return nil
+	if k.csi != nil {
+		if err := k.teardownCSIVolumes(ctx, uid); err != nil {
+			return err
+		}
 	}
-	return k.teardownCSIVolumes(ctx, uid)
+	return k.unmountMemoryVolumes(uid)
 }
 
 // orphanLoop is the kubelet's reconstruction of volumes after a restart
@@ -29,7 +32,8 @@ func (k *Kubelet) teardownVolumes(ctx context.Context, uid types.UID) error {
 // the API no longer has, with no worker and nothing in the runtime (its
 // pod was deleted while the kubelet was down, or a tear-down failed), has
 // its CSI volumes unpublished and unstaged from the vol_data.json kept
-// next to each mount, and is then removed. Pods that still exist keep
+// next to each mount and its tmpfs volumes unmounted, and is then
+// removed. Pods that still exist keep
 // their mounts as they are: a restarted kubelet adopts them.
 func (k *Kubelet) orphanLoop(ctx context.Context) error {
 	if err := k.pods.WaitForSync(ctx); err != nil {

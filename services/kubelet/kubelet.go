@@ -309,7 +309,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		runners = append(runners, consumer.RunnerFunc(k.serve))
 	}
 	if k.csi != nil {
-		runners = append(runners, consumer.RunnerFunc(k.csi.run), consumer.RunnerFunc(k.orphanLoop))
+		runners = append(runners, consumer.RunnerFunc(k.csi.run))
+	}
+	if k.csi != nil || !info.Simulated {
+		// A real node's pods leave tmpfs mounts and directories behind.
+		runners = append(runners, consumer.RunnerFunc(k.orphanLoop))
 	}
 	if k.own {
 		runners = append(runners, k.m)

@@ -80,7 +80,7 @@ type ProxyConfig struct {
 // from the control plane (AwaitPodCIDR), starts the container runtime in
 // NetNS with it, runs the kubelet on it through CRI, and at the end stops
 // the runtime (every pod's containers and sandbox, containerd, the
-// namespace). A containerd that a killed predecessor left running on Dir is
+// namespace) and unmounts the pods' in-memory volumes. A containerd that a killed predecessor left running on Dir is
 // adopted by the start, or stopped (node.Clean) if RunNode ends before it.
 func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if os.Geteuid() != 0 {
@@ -120,11 +120,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return fmt.Errorf("kubelet: node runtime: %w", err)
 	}
+	rootDir := filepath.Join(cfg.Dir, "kubelet")
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := rt.Stop(sctx); err != nil {
 			log.Warn("stopping the node runtime", "err", err)
+		}
+		// The pods are gone from the runtime; their tmpfs volumes go too,
+		// rather than stay mounted on the host.
+		if err := UnmountMemoryVolumes(rootDir); err != nil {
+			log.Warn("unmounting the pods' in-memory volumes", "err", err)
 		}
 	}()
 	crt, err := cri.New(cri.Config{Runtime: rt.RuntimeService(), Image: rt.ImageService(), CgroupParent: rt.CgroupParent(), Log: log})
@@ -132,7 +138,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	k, err := New(Config{RestConfig: cfg.RestConfig, Client: client, JS: cfg.JS, NodeName: cfg.NodeName, Runtime: crt,
-		NodeIP: cfg.NodeIP, RootDir: filepath.Join(cfg.Dir, "kubelet"), PluginRegistrationDir: PluginRegistrationDir(cfg.Dir), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log,
+		NodeIP: cfg.NodeIP, RootDir: rootDir, PluginRegistrationDir: PluginRegistrationDir(cfg.Dir), Dial: rt.DialContext, ServerListener: cfg.Listener, ClientCAs: cfg.ClientCAs, Log: log,
 		ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf})
 	if err != nil {
 		return err

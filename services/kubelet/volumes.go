@@ -2,10 +2,12 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,8 +49,10 @@ func (k *Kubelet) volumeDir(uid string, v *corev1.Volume) string {
 // emptyDir directories, hostPath checks (creating DirectoryOrCreate and
 // FileOrCreate), and the files of configMap, secret, downwardAPI and
 // projected volumes, read through the apiserver and written to the pod's
-// directory. emptyDir with medium Memory is a plain directory here. A
-// volume that fails is recorded as a FailedMount event.
+// directory. Secret, downwardAPI and projected volumes and emptyDir with
+// medium Memory each get a tmpfs of their own first (inMemory), which
+// teardownVolumes unmounts. A volume that fails is recorded as a
+// FailedMount event.
 func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
@@ -60,13 +64,16 @@ func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 		case v.HostPath != nil:
 			err = setupHostPath(v.HostPath)
 		case v.EmptyDir != nil:
-			err = os.MkdirAll(dir, 0o777)
-			if err == nil {
-				err = os.Chmod(dir, 0o777)
+			err = makeVolumeDir(dir, v)
+			if err == nil && !inMemory(v) {
+				err = os.Chmod(dir, 0o777) // past the umask
 			}
 		default:
 			var files map[string]volumeFile
 			files, err = k.volumeFiles(ctx, pod, v)
+			if err == nil {
+				err = makeVolumeDir(dir, v)
+			}
 			if err == nil {
 				err = writeVolume(dir, files)
 			}
@@ -77,6 +84,101 @@ func (k *Kubelet) setupVolumes(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	return nil
+}
+
+// memoryKinds are the volume directories (RootDir/pods/<uid>/volumes/<kind>)
+// that may hold a tmpfs of the kubelet's (inMemory).
+var memoryKinds = []string{"kubernetes.io~empty-dir", "kubernetes.io~secret", "kubernetes.io~downward-api", "kubernetes.io~projected"}
+
+// inMemory reports whether a volume lives on a tmpfs of its own, as kube's
+// secret, downwardAPI and projected plugins wrap an emptyDir of medium
+// Memory: what is written there (service-account tokens, secrets) never
+// reaches the node's disk, and writing it costs no disk I/O.
+func inMemory(v *corev1.Volume) bool {
+	switch {
+	case v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+		return true
+	case v.EmptyDir != nil:
+		return v.EmptyDir.Medium == corev1.StorageMediumMemory
+	}
+	return false
+}
+
+// makeVolumeDir makes a volume's directory and, for a volume inMemory,
+// mounts its tmpfs there unless an earlier sandbox of the pod (or a
+// kubelet before a restart) already did. The tmpfs root keeps the kernel's
+// mode 1777, as kube's does; an emptyDir's sizeLimit is its size.
+func makeVolumeDir(dir string, v *corev1.Volume) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if !inMemory(v) {
+		return nil
+	}
+	if mounted, err := mount.IsFilesystemRoot(dir); err != nil || mounted {
+		return err
+	}
+	var opts string
+	if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.Sign() > 0 {
+		opts = "size=" + strconv.FormatInt(v.EmptyDir.SizeLimit.Value(), 10)
+	}
+	return mount.Tmpfs(dir, opts)
+}
+
+// unmountMemoryVolumes unmounts the tmpfs of every volume of the pod that
+// has one (unmountPodMemory).
+func (k *Kubelet) unmountMemoryVolumes(uid types.UID) error {
+	if k.info.Simulated || k.cfg.RootDir == "" {
+		return nil
+	}
+	return unmountPodMemory(k.podDir(string(uid)))
+}
+
+// UnmountMemoryVolumes unmounts the tmpfs of every in-memory volume of
+// every pod under a kubelet's RootDir (Config.RootDir). It is for the owner
+// of a node whose pods are all gone from the runtime, such as RunNode after
+// it stopped the node, or a clean-up of what a killed one left; the pod
+// directories stay for the next kubelet to remove.
+func UnmountMemoryVolumes(rootDir string) error {
+	entries, err := os.ReadDir(filepath.Join(rootDir, "pods"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, unmountPodMemory(filepath.Join(rootDir, "pods", e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// unmountPodMemory unmounts the tmpfs of every in-memory volume under a
+// pod's directory. It goes by the directory, not the pod's spec, so it
+// also serves a kubelet that restarted after the pod was deleted; it is
+// idempotent.
+func unmountPodMemory(podDir string) error {
+	var errs []error
+	for _, kind := range memoryKinds {
+		base := filepath.Join(podDir, "volumes", kind)
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, e := range entries {
+			dir := filepath.Join(base, e.Name())
+			if mounted, err := mount.IsFilesystemRoot(dir); err != nil || !mounted {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, mount.Unmount(dir))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func setupHostPath(h *corev1.HostPathVolumeSource) error {

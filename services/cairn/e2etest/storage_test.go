@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,8 +231,10 @@ func TestE2EStorage(t *testing.T) {
 			t.Errorf("a write after the restart is not in the volume: %v", err)
 		}
 		podDir := filepath.Join(up.KubeletDir(dataDir), "pods", string(reader.UID))
-		if ms, _ := mount.Under(podDir); len(ms) != 1 {
-			t.Errorf("mounts in the pod's directory after the restart: %v, want its volume", ms)
+		// Its volume, and the tmpfs of its service-account token.
+		if ms, _ := mount.Under(podDir); len(ms) != 2 || !slices.ContainsFunc(ms, func(m string) bool { return strings.Contains(m, "/kubernetes.io~csi/") }) ||
+			!slices.ContainsFunc(ms, func(m string) bool { return strings.Contains(m, "/kubernetes.io~projected/") }) {
+			t.Errorf("mounts in the pod's directory after the restart: %v, want its volume and its token's tmpfs", ms)
 		}
 		c.OK(t, "delete", "pod", "reader")
 		poll(t, podWait, "the pod's mounts and directory gone", func() error {

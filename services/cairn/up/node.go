@@ -77,7 +77,8 @@ func (s *nodeService) Run(ctx context.Context, ready func()) error {
 
 // cleanNode stops whatever a node of this data directory left running
 // (node.Clean): containerd, its shims and containers, mounts, the network
-// namespace. Only root can have run a node; for others it does nothing.
+// namespace, and the tmpfs of its pods' in-memory volumes. Only root can
+// have run a node; for others it does nothing.
 func cleanNode(ctx context.Context, paths Paths, log *slog.Logger) error {
 	if os.Geteuid() != 0 {
 		return nil
@@ -86,6 +87,9 @@ func cleanNode(ctx context.Context, paths Paths, log *slog.Logger) error {
 	defer cancel()
 	cfg := node.Config{Dir: filepath.Join(paths.Root, "node"), NetNS: NetNSName(paths.Root), CreateNetNS: true}
 	if err := node.Clean(cctx, cfg, log.With("service", "node")); err != nil {
+		return fmt.Errorf("node clean-up: %w", err)
+	}
+	if err := kubelet.UnmountMemoryVolumes(KubeletDir(paths.Root)); err != nil {
 		return fmt.Errorf("node clean-up: %w", err)
 	}
 	return nil

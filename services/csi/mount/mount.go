@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,35 @@ func Bind(src, dst string, readOnly bool) error {
 		return fmt.Errorf("mount: remount %s read-only: %w", dst, err)
 	}
 	return nil
+}
+
+// Tmpfs mounts a new tmpfs at dir (which must exist), where set-user-ID
+// bits and device files have no effect. options are tmpfs's own, such as
+// "size=64m"; empty gives the kernel's defaults (mode 1777, half of RAM).
+func Tmpfs(dir, options string) error {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, options); err != nil {
+		return fmt.Errorf("mount: tmpfs at %s: %w", dir, err)
+	}
+	return nil
+}
+
+// IsFilesystemRoot reports whether path is the root of a filesystem other
+// than its parent directory's, as a tmpfs mounted there is. It asks stat,
+// not the mount table, so it costs two system calls whatever the number of
+// mounts; a bind mount of a directory of the parent's filesystem is not
+// seen (use IsMountPoint). A path that does not exist is not a root.
+func IsFilesystemRoot(path string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("mount: stat %s: %w", path, err)
+	}
+	if err := unix.Lstat(filepath.Dir(path), &parent); err != nil {
+		return false, fmt.Errorf("mount: stat %s: %w", filepath.Dir(path), err)
+	}
+	return st.Dev != parent.Dev, nil
 }
 
 // Unmount detaches every mount stacked at path; a path that is not a mount

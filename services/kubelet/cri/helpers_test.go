@@ -75,6 +75,13 @@ func newRig(t *testing.T, tweak func(*kubelet.Config)) *rig {
 	tr := &http.Transport{TLSClientConfig: p.KubeletClientTLSConfig()}
 	t.Cleanup(tr.CloseIdleConnections)
 	r := &rig{t: t, env: env, node: nr, rt: rt, dir: t.TempDir(), pki: p, https: &http.Client{Transport: tr}}
+	// After the kubelet stops (as a crash: its pods keep their tmpfs
+	// volumes), before the directory goes, as RunNode does after its node.
+	t.Cleanup(func() {
+		if err := kubelet.UnmountMemoryVolumes(r.dir); err != nil {
+			t.Errorf("unmount in-memory volumes: %v", err)
+		}
+	})
 	r.start(tweak)
 	return r
 }

@@ -31,29 +31,26 @@ func chooseOCIRuntime(want string) (path, fallback string, err error) {
 		}
 		return "", fmt.Errorf("node: %s: %w", name, exec.ErrNotFound)
 	}
-	switch want {
-	case "runc":
+	if want == "runc" {
 		p, err := look(want)
 		return p, "", err
-	case "crun":
-		p, err := look(want)
-		if err != nil {
-			return "", "", err
-		}
-		if why := crunCgroupProblem("/sys/fs/cgroup"); why != "" {
-			return "", "", fmt.Errorf("%w: %s", ErrCrunUnusable, why)
-		}
+	}
+	// crun, asked for or the default: one look-up and one cgroup check.
+	p, err := look("crun")
+	why := "crun is not installed"
+	if err == nil {
+		why = crunCgroupProblem("/sys/fs/cgroup")
+	}
+	switch {
+	case want == "crun" && err != nil:
+		return "", "", err
+	case want == "crun" && why != "":
+		return "", "", fmt.Errorf("%w: %s", ErrCrunUnusable, why)
+	case why == "":
 		return p, "", nil
 	}
-	if p, err := look("crun"); err != nil {
-		fallback = "crun is not installed"
-	} else if why := crunCgroupProblem("/sys/fs/cgroup"); why != "" {
-		fallback = why
-	} else {
-		return p, "", nil
-	}
-	p, err := look("runc")
-	return p, fallback, err
+	p, err = look("runc")
+	return p, why, err
 }
 
 // crunCgroupProblem says why crun cannot create containers on the cgroup
