@@ -54,7 +54,7 @@ type pendingCommit struct {
 
 const (
 	// DefaultLogBackpressure is Config.LogBackpressure's default.
-	DefaultLogBackpressure = 250 * time.Millisecond
+	DefaultLogBackpressure = 100 * time.Millisecond
 	logStall               = time.Second
 	maxHold                = 5 * time.Second
 	maxPending             = 1 << 16

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-dev/cairn/services/apiserver"
 )
 
 // TestMain lets a test run this test binary as the cairn binary: with
@@ -50,6 +53,10 @@ func TestRun(t *testing.T) {
 			wantCode: 1, wantStderr: "cairn events: nats nats://127.0.0.1:1:"},
 		{name: "coredns help", args: []string{"coredns", "-h"}, wantCode: 0, wantStderr: "plugins: [bind cache errors"},
 		{name: "coredns missing Corefile", args: []string{"coredns", "-conf", "DATA/none"}, wantCode: 1, wantStderr: "clusterdns: open"},
+		{name: "up negative log backpressure", args: []string{"up", "--data-dir", "DATA", "--log-backpressure", "-1s"}, wantCode: 2,
+			wantStderr: `invalid value "-1s" for flag -log-backpressure: -1s: want 0 (off) or more`},
+		{name: "apiserver bad log backpressure", args: []string{"apiserver", "--log-backpressure", "soon"}, wantCode: 2,
+			wantStderr: `invalid value "soon" for flag -log-backpressure`},
 		{name: "up bad listen", args: []string{"up", "--data-dir", "DATA", "--listen", "6443"}, wantCode: 1, wantStderr: `listen address "6443"`},
 	}
 	for _, tt := range tests {
@@ -71,6 +78,30 @@ func TestRun(t *testing.T) {
 				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
 			}
 		})
+	}
+}
+
+// TestLogBackpressureFlag: --log-backpressure defaults to the apiserver's
+// default, takes a duration, and 0 turns the gate off (a negative
+// apiserver.Config.LogBackpressure).
+func TestLogBackpressureFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, apiserver.DefaultLogBackpressure},
+		{[]string{"--log-backpressure", "300ms"}, 300 * time.Millisecond},
+		{[]string{"--log-backpressure=0"}, -1},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var d time.Duration
+		logBackpressureFlag(fs, &d)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if d != c.want {
+			t.Errorf("%v: %v, want %v", c.args, d, c.want)
+		}
 	}
 }
 
