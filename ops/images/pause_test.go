@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 // buildPauseForTest writes the built-in pause program of this machine's
@@ -276,18 +278,10 @@ func children(t *testing.T, ppid int) []string {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			out = append(out, e.Name()+":"+f[0])
+		pid, _ := strconv.Atoi(e.Name())
+		st, err := procstat.Read(pid)
+		if err == nil && st.PPID == ppid {
+			out = append(out, e.Name()+":"+string(st.State))
 		}
 	}
 	return out

@@ -1,7 +1,6 @@
 package e2etest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -30,6 +29,7 @@ import (
 	"github.com/cairn-dev/cairn/services/embedded/embeddedtest"
 	"github.com/cairn-dev/cairn/services/kubelet"
 	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+	"github.com/cairn-dev/cairn/services/procstat"
 	"github.com/cairn-dev/cairn/services/scheduler"
 )
 
@@ -166,15 +166,11 @@ func BenchmarkKubeletRealNode(b *testing.B) {
 // changes neither.
 func benchCPU(b *testing.B, c *cluster) (cairn, node time.Duration) {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Pid()))
+	st, err := procstat.Read(c.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])) // state ppid ... utime(12) stime(13)
-	for _, v := range f[11:13] {
-		t, _ := strconv.ParseInt(v, 10, 64)
-		cairn += time.Duration(t) * time.Second / 100 // USER_HZ
-	}
+	cairn = st.CPU()
 	dir := filepath.Join(c.DataDir, "node")
 	pid, err := os.ReadFile(filepath.Join(dir, "containerd.pid"))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/cairn/up"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 const (
@@ -168,14 +169,4 @@ func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
 }
 
 // processAlive reports whether pid runs (and is no zombie).
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-		return s[i+2] != 'Z'
-	}
-	return true
-}
+func processAlive(pid int) bool { return procstat.Alive(pid) }

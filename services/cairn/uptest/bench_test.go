@@ -21,6 +21,7 @@ import (
 
 	"github.com/cairn-dev/cairn/services/cairn/cairntest"
 	"github.com/cairn-dev/cairn/services/controlplane/controlplanetest"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 // podValue is the raw puts' value size: about a stored bench pod (as
@@ -241,16 +242,11 @@ type usage struct {
 // procUsage reads pid's CPU (utime+stime of /proc/PID/stat, in clock
 // ticks of 10 ms) and VmHWM.
 func procUsage(b *testing.B, pid int) usage {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command's closing parenthesis: state is field 3,
-	// utime 14 and stime 15.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	u := usage{cpu: time.Duration(ut+st) * 10 * time.Millisecond}
+	u := usage{cpu: st.CPU()}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-dev/cairn/services/kubelet/node/nodetest"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 // TestRunCleansUpAfterContainerdCrash SIGKILLs containerd under Run while a
@@ -54,12 +54,4 @@ func TestRunCleansUpAfterContainerdCrash(t *testing.T) {
 
 // alive reports whether pid runs (exists and is not a zombie: a killed
 // shim's parent is the machine's init, which reaps when it likes).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+func alive(pid int) bool { return procstat.Alive(pid) }

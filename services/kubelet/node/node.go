@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/netns"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 // Runtime is a running private containerd of one node. Its methods are safe
@@ -319,10 +319,7 @@ func (r *Runtime) isOurs(pid int) bool {
 	if len(args) < 3 || filepath.Base(args[0]) != "containerd" || args[len(args)-2] != "--config" || args[len(args)-1] != r.l.config {
 		return false
 	}
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || bytes.Contains(stat, []byte(") Z ")) {
-		return false
-	}
-	return true
+	return procstat.Alive(pid)
 }
 
 // stopPid sends SIGTERM to pid and SIGKILL after grace, and waits until it

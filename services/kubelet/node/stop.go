@@ -20,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cairn-dev/cairn/services/csi/mount"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 // CgroupParent is the cgroupfs path under which this node's pods belong
@@ -240,34 +241,16 @@ func (r *Runtime) killLeftovers(ctx context.Context) {
 	}
 }
 
-// procStart is field 22 of /proc/pid/stat, the start time in clock ticks.
+// procStart is the start time of pid (procstat.Stat.StartTime).
 func procStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	return v, err == nil
+	st, err := procstat.Read(pid)
+	return st.StartTime, err == nil
 }
 
 // procZombie reports whether pid has exited and waits to be reaped.
 func procZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+	st, err := procstat.Read(pid)
+	return err == nil && st.Zombie()
 }
 
 // shimsOf lists the containerd-shim processes whose -address is sock.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cairn-dev/cairn/ops/images"
 	"github.com/cairn-dev/cairn/services/kubelet/node"
+	"github.com/cairn-dev/cairn/services/procstat"
 )
 
 var (
@@ -175,7 +176,7 @@ func procs(t testing.TB, match func(cmdline string) bool) []int {
 		if err != nil || !match(string(b)) {
 			continue
 		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(stat), ") Z ") {
+		if procstat.Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -195,8 +196,8 @@ func CPU(t testing.TB, pid int, sock string) time.Duration {
 		t.Fatal(err)
 	}
 	type proc struct {
-		ppid  int
-		ticks uint64 // utime+stime+cutime+cstime
+		ppid int
+		cpu  time.Duration // its own and its reaped children's
 	}
 	all := map[int]proc{}
 	roots := map[int]bool{pid: true}
@@ -208,26 +209,11 @@ func CPU(t testing.TB, pid int, sock string) time.Duration {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		st, err := procstat.Read(p)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state ppid ... utime(12) stime cutime cstime
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		var ticks uint64
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseUint(v, 10, 64)
-			ticks += n
-		}
-		all[p] = proc{ppid, ticks}
+		all[p] = proc{st.PPID, st.TreeCPU()}
 	}
 	in := func(p int) bool {
 		for range 64 { // depth bound: a cycle cannot happen, but /proc is read non-atomically
@@ -242,12 +228,11 @@ func CPU(t testing.TB, pid int, sock string) time.Duration {
 		}
 		return false
 	}
-	var ticks uint64
+	var cpu time.Duration
 	for p, q := range all {
 		if in(p) {
-			ticks += q.ticks
+			cpu += q.cpu
 		}
 	}
-	const hz = 100 // USER_HZ on Linux
-	return time.Duration(ticks) * time.Second / hz
+	return cpu
 }
