@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cairn-dev/cairn/events"
@@ -249,8 +250,11 @@ func (c *Controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 		log.Error("reconcile failed, not retrying", "err", err)
 	default:
+		// A conflict is optimistic concurrency doing its job: the key is
+		// reconciled again on the newer object (kube's controllers log it
+		// at V(2), not as a warning).
 		level := slog.LevelWarn
-		if IsExpected(err) {
+		if IsExpected(err) || apierrors.IsConflict(err) {
 			level = slog.LevelInfo
 		}
 		log.Log(ctx, level, "reconcile failed, retrying", "err", err, "requeues", c.queue.NumRequeues(key))

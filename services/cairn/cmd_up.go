@@ -74,5 +74,5 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
-	return up.Run(ctx, log, stdout, cfg)
+	return up.Run(ctx, klogTo(log), stdout, cfg)
 }

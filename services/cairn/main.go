@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc/grpclog"
+	"k8s.io/klog/v2"
 )
 
 // command is one subcommand: it parses its own flags from args and runs.
@@ -106,7 +107,16 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return klogTo(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
+}
+
+// klogTo sends what the Kubernetes libraries log through klog (API
+// Priority and Fairness's config controller, informers) to log, so it
+// lands in the command's log at its level instead of as klog's own lines
+// on stderr. It returns log.
+func klogTo(log *slog.Logger) *slog.Logger {
+	klog.SetSlogLogger(log)
+	return log
 }
 
 // parseLevel parses a --log-level flag: debug, info, warn or error.

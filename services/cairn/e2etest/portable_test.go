@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,8 +69,11 @@ func TestPortableBinary(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", line, stdout)
 		}
 	}
-	if strings.Contains(c.Stderr(), "level=INFO") {
-		t.Errorf("info records on stderr:\n%s", cairntest.Tail(c.Stderr(), 20))
+	// stderr gets warnings and errors only: no info records, none of klog's
+	// own lines (I1203 12:00:00.000000 ...) from the Kubernetes libraries,
+	// and no warning for a controller's update conflict, which is retried.
+	if s := c.Stderr(); strings.Contains(s, "level=INFO") || klogLine.MatchString(s) || strings.Contains(s, "Operation cannot be fulfilled") {
+		t.Errorf("info records on stderr:\n%s", cairntest.Tail(s, 20))
 	}
 
 	// Everything cairn up runs: itself, its containerd, the shims of its
@@ -204,3 +208,6 @@ func descendants(procs map[int]proc, roots []int) []int {
 	}
 	return out
 }
+
+// klogLine matches a line klog writes itself: severity, date, time.
+var klogLine = regexp.MustCompile(`(?m)^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ `)
